@@ -1,0 +1,277 @@
+//! One Redis server: SET NX PX through a Lua script, compare-and-PEXPIRE, compare-and-DEL plus
+//! PUBLISH. One connection carries acquire, renew and release; a second one, opened only
+//! when the lock is busy, carries the subscription to release notices.
+//!
+//! Every failure drops the connection it happened on (a timed-out reply may still arrive and
+//! would be read as the answer to the next command); the next call reconnects.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use redis::{Client, Connection, ErrorKind, RedisError, Script};
+
+use super::{Attempt, LockBackend, LockRequest, Notice, Renewal, Subscription};
+use crate::config::RedisTarget;
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
+
+/// How often an idle subscriber thread looks up to see whether it is still wanted. It only
+/// checks a flag: no Redis command is sent.
+const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
+
+pub struct SingleRedis {
+    link: Link,
+    lock: LockRequest,
+    identity: String,
+}
+
+/// The connection to the server, made on demand and dropped after any failure.
+struct Link {
+    client: Client,
+    display: String,
+    timeout: Duration,
+    connection: Option<Connection>,
+}
+
+impl SingleRedis {
+    /// Prepares the client; connects on first use.
+    pub fn new(target: &RedisTarget, timeout: Duration, lock: LockRequest) -> Result<SingleRedis> {
+        if target.url.starts_with("rediss://") {
+            // rustls wants one process-wide crypto provider; only TLS runs pay for it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let client = Client::open(target.url.as_str())
+            .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
+        Ok(SingleRedis {
+            link: Link {
+                client,
+                display: target.display.clone(),
+                timeout,
+                connection: None,
+            },
+            identity: lock.identity(),
+            lock,
+        })
+    }
+}
+
+impl Link {
+    /// Runs `command` on the lock connection, connecting first if need be; reads and writes
+    /// give up at `deadline` or after the configured timeout, whichever is sooner.
+    fn call<T>(
+        &mut self,
+        deadline: Option<Instant>,
+        command: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let limit = time_left(self.timeout, deadline)?;
+        let connection = match self.connection.take() {
+            Some(connection) => connection,
+            None => connect(&self.client, &self.display, limit)?,
+        };
+        let mut connection = connection;
+        let limit = time_left(self.timeout, deadline)?;
+        connection
+            .set_read_timeout(Some(limit))
+            .and_then(|()| connection.set_write_timeout(Some(limit)))
+            .map_err(|err| describe_error(err, &self.display))?;
+        let result = command(&mut connection).map_err(|err| describe_error(err, &self.display))?;
+        self.connection = Some(connection);
+        Ok(result)
+    }
+}
+
+impl LockBackend for SingleRedis {
+    fn try_acquire(&mut self) -> Result<Attempt> {
+        // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
+        // a fresh connection. The script recognises our own value and counts it as acquired.
+        let mut retried = false;
+        loop {
+            let sent_at = Instant::now();
+            let (key, value, identity) = (&self.lock.key, &self.lock.value, &self.identity);
+            let ttl_ms = self.lock.ttl.as_millis() as u64;
+            let reply: Result<(i64, i64)> = self.link.call(None, |connection| {
+                ACQUIRE
+                    .key(key)
+                    .arg(value)
+                    .arg(ttl_ms)
+                    .arg(identity)
+                    .invoke(connection)
+            });
+            match reply {
+                Ok((1, _)) => return Ok(Attempt::Acquired { sent_at }),
+                Ok((_, pttl)) => {
+                    let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+                    return Ok(Attempt::Busy { holder_ttl });
+                }
+                Err(err) if retried || !is_transient(&err) => return Err(err),
+                Err(_) => retried = true,
+            }
+        }
+    }
+
+    fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
+        let (key, identity) = (&self.lock.key, &self.identity);
+        let ttl_ms = self.lock.ttl.as_millis() as u64;
+        let extended: i64 = self.link.call(Some(deadline), |connection| {
+            RENEW.key(key).arg(identity).arg(ttl_ms).invoke(connection)
+        })?;
+        Ok(if extended == 1 {
+            Renewal::Extended
+        } else {
+            Renewal::NotOurs
+        })
+    }
+
+    fn release(&mut self, deadline: Instant) -> Result<bool> {
+        let (key, identity) = (&self.lock.key, &self.identity);
+        let channel = self.lock.release_channel();
+        let released: i64 = self.link.call(Some(deadline), |connection| {
+            RELEASE
+                .key(key)
+                .arg(identity)
+                .arg(&channel)
+                .invoke(connection)
+        })?;
+        Ok(released == 1)
+    }
+
+    fn subscribe(&mut self) -> Result<Subscription> {
+        let link = &self.link;
+        let mut connection = connect(&link.client, &link.display, link.timeout)?;
+        let channel = self.lock.release_channel();
+        let display = link.display.clone();
+        let timeout = link.timeout;
+        let (notices, receiver) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let subscription = Subscription::new(receiver);
+        let stopped = subscription.stopped_flag();
+        // The subscription borrows its connection for as long as it lives, so it lives on a
+        // thread of its own and passes notices on.
+        std::thread::Builder::new()
+            .name("release-notices".into())
+            .spawn(move || {
+                let mut pubsub = connection.as_pubsub();
+                let subscribed = pubsub
+                    .set_read_timeout(Some(timeout))
+                    .and_then(|()| pubsub.subscribe(&channel))
+                    .and_then(|()| pubsub.set_read_timeout(Some(SUBSCRIBER_CHECK)));
+                if let Err(err) = subscribed {
+                    let _ = ready_tx.send(Err(describe_error(err, &display)));
+                    return;
+                }
+                let _ = ready_tx.send(Ok(()));
+                listen(pubsub, &notices, &stopped, &display);
+            })
+            .context("cannot start a thread")?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(subscription),
+            Ok(Err(err)) => Err(err.context("cannot subscribe to release notices")),
+            Err(_) => Err(anyhow!("cannot subscribe to release notices")),
+        }
+    }
+
+    fn describe(&self) -> &str {
+        &self.link.display
+    }
+}
+
+/// Passes each message on the subscription on as `Notice::Released` until the subscription
+/// is dropped or the connection breaks.
+fn listen(
+    mut pubsub: redis::PubSub<'_>,
+    notices: &Sender<Notice>,
+    stopped: &AtomicBool,
+    display: &str,
+) {
+    loop {
+        let notice = match pubsub.get_message() {
+            Ok(_) => Notice::Released,
+            // Nobody released; this wake-up only checks whether the waiter still listens.
+            Err(err) if err.is_timeout() => {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                continue;
+            }
+            Err(err) => Notice::Broken(describe_error(err, display)),
+        };
+        let broken = matches!(notice, Notice::Broken(_));
+        if notices.send(notice).is_err() || broken || stopped.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+}
+
+fn connect(client: &Client, display: &str, limit: Duration) -> Result<Connection> {
+    client
+        .get_connection_with_timeout(limit)
+        .map_err(|err| describe_error(err, display))
+}
+
+/// How long the next read or write may take: the configured timeout, or less if the
+/// deadline is sooner. An error once the deadline has passed.
+fn time_left(timeout: Duration, deadline: Option<Instant>) -> Result<Duration> {
+    let Some(deadline) = deadline else {
+        return Ok(timeout);
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left < Duration::from_millis(1) {
+        return Err(anyhow!("no time left to reach Redis"));
+    }
+    Ok(left.min(timeout))
+}
+
+/// Turns a Redis error into one line that says what failed and where, never with a password.
+fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
+    let message = match err.kind() {
+        ErrorKind::AuthenticationFailed => format!("authentication failed at {display}: {err}"),
+        ErrorKind::Server(_) if is_auth_error(&err) => {
+            format!("authentication failed at {display}: {err}")
+        }
+        ErrorKind::Io if err.is_connection_refusal() => {
+            format!("cannot connect to {display}: {err}")
+        }
+        ErrorKind::Io if err.is_timeout() => format!("no answer in time from {display}: {err}"),
+        ErrorKind::Io => format!("connection to {display} failed: {err}"),
+        ErrorKind::Server(_) => format!("{display} answered with an error: {err}"),
+        _ => format!("request to {display} failed: {err}"),
+    };
+    anyhow::Error::new(RedisFailure {
+        message,
+        transient: err.is_io_error() || err.is_timeout() || err.is_connection_dropped(),
+    })
+}
+
+fn is_auth_error(err: &RedisError) -> bool {
+    matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+/// A failed Redis request, with a flag telling a passing network fault (worth retrying)
+/// from a refusal that will not change (authentication, a server error).
+#[derive(Debug)]
+struct RedisFailure {
+    message: String,
+    transient: bool,
+}
+
+impl std::fmt::Display for RedisFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RedisFailure {}
+
+/// Whether retrying the same request may succeed (the network or server was briefly away).
+pub fn is_transient(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<RedisFailure>())
+        .any(|cause| cause.transient)
+}

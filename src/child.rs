@@ -1,0 +1,302 @@
+//! The command's processes: spawn, watch, signal, reap. Nothing here knows about locks.
+//!
+//! - The command runs in a process group of its own, so that terminating it reaches every
+//!   process it started (`sh -c 'a | b'`, background jobs) and never redlock-run's caller.
+//! - When redlock-run runs in the foreground of a terminal (stdin is that terminal), the group
+//!   is handed the terminal as a shell hands it to a job, so the command reads the terminal
+//!   and a Ctrl-C reaches it directly, once. redlock-run takes the terminal back at the end.
+//! - The command gets SIGTERM if redlock-run dies (`PR_SET_PDEATHSIG`). That fires when the
+//!   *thread* that spawned the child exits, so `spawn` must be called from the main thread.
+//! - redlock-run is a child subreaper, so processes the command leaves behind come back to it
+//!   and can be waited for before the lock is released.
+//! - The command's exit is observed with `waitid(WNOWAIT)`: it stays a zombie, its pid and
+//!   group id cannot be reused, until `reap`, so a signal never reaches a stranger.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::supervise::Event;
+
+/// How often to look whether processes left behind by the command have gone.
+const LEFTOVER_POLL: Duration = Duration::from_millis(10);
+/// How long to wait for processes to vanish after SIGKILL.
+const UNKILLABLE_WAIT: Duration = Duration::from_secs(5);
+
+pub struct Child {
+    pid: libc::pid_t,
+    /// Set when the terminal was handed to the command's group.
+    terminal: bool,
+}
+
+/// Why the command could not be started.
+pub enum SpawnError {
+    NotFound(io::Error),
+    CannotExecute(io::Error),
+}
+
+/// Makes orphans of the command's processes our children, so they can be waited for.
+pub fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument and touches no
+    // memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Starts `argv` in a new process group with `env` added. Call from the main thread.
+pub fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Child, SpawnError> {
+    let terminal = in_terminal_foreground();
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    let mut command = Command::new(&argv[0]);
+    command.args(&argv[1..]);
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-
+    // safe functions (setpgid, prctl, getppid, sigprocmask, tcsetpgrp, getpid); it allocates
+    // nothing and takes no locks.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Died between fork and prctl: the death signal was never armed.
+            if libc::getppid() != parent {
+                libc::_exit(128 + libc::SIGTERM);
+            }
+            if terminal {
+                // We are a background group now: without blocking SIGTTOU, taking the
+                // terminal would stop us.
+                with_sigttou_blocked(|| libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid()));
+            }
+            Ok(())
+        });
+    }
+    match command.spawn() {
+        Ok(child) => Ok(Child {
+            pid: child.id() as libc::pid_t,
+            terminal,
+        }),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(err)),
+        Err(err) => Err(SpawnError::CannotExecute(err)),
+    }
+}
+
+impl Child {
+    pub fn pid(&self) -> libc::pid_t {
+        self.pid
+    }
+
+    /// Reports the command's exit (and, with a terminal, its stops) as events, from a thread.
+    pub fn watch(&self, events: Sender<Event>) -> Result<()> {
+        let pid = self.pid;
+        std::thread::Builder::new()
+            .name("child-watch".into())
+            .spawn(move || watch(pid, &events))
+            .context("cannot start the child-watch thread")?;
+        Ok(())
+    }
+
+    /// Sends `signal` to every process of the command's group. A group that is already gone
+    /// is not an error.
+    pub fn signal_group(&self, signal: libc::c_int) {
+        // SAFETY: killpg takes plain integers. The group id is the leader's pid, which is not
+        // reused while the leader is unreaped (or while any member of the group lives).
+        unsafe {
+            libc::killpg(self.pid, signal);
+        }
+    }
+
+    /// Asks the group to end (SIGTERM, and SIGCONT so a stopped process can act on it).
+    pub fn terminate_group(&self) {
+        self.signal_group(libc::SIGTERM);
+        self.signal_group(libc::SIGCONT);
+    }
+
+    /// Whether the terminal was handed to the command's group.
+    pub fn lends_terminal(&self) -> bool {
+        self.terminal
+    }
+
+    /// Whether the command's group is the terminal's foreground group, so that a signal the
+    /// terminal generated (Ctrl-C, Ctrl-\) has reached it already.
+    pub fn has_terminal(&self) -> bool {
+        // SAFETY: tcgetpgrp takes a file descriptor and returns a number.
+        self.terminal && unsafe { libc::tcgetpgrp(libc::STDIN_FILENO) } == self.pid
+    }
+
+    /// After the command stopped (Ctrl-Z): take the terminal back and stop ourselves, as a
+    /// job does, so the shell regains control. Returns once we are continued.
+    pub fn stop_with_command(&self) {
+        if !self.terminal {
+            return;
+        }
+        take_terminal();
+        // SAFETY: raising a signal on ourselves; SIGTSTP's default action stops the process.
+        unsafe {
+            libc::raise(libc::SIGTSTP);
+        }
+    }
+
+    /// After we were continued: give the terminal back to the command if the shell put us
+    /// in the foreground (`fg`, not `bg`), then continue it.
+    pub fn resume(&self) {
+        if self.terminal && in_terminal_foreground() {
+            // SAFETY: tcsetpgrp takes plain integers; we are in the foreground, so it does not
+            // raise SIGTTOU.
+            unsafe {
+                libc::tcsetpgrp(libc::STDIN_FILENO, self.pid);
+            }
+        }
+        self.signal_group(libc::SIGCONT);
+    }
+
+    /// Collects the exit status of the command, which `watch` has seen exit.
+    pub fn reap(&mut self) -> io::Result<ExitStatus> {
+        let mut status: libc::c_int = 0;
+        loop {
+            // SAFETY: `status` is a valid place for waitpid to write to.
+            let rc = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+            if rc == self.pid {
+                return Ok(ExitStatus::from_raw(status));
+            }
+            let err = io::Error::last_os_error();
+            if err.kind() != io::ErrorKind::Interrupted {
+                return Err(err);
+            }
+        }
+    }
+
+    /// After the command's first process has been reaped: if other processes of its group
+    /// still run (background jobs it started), terminate them, SIGKILL at `kill_at`, and wait
+    /// until none is left. Returns whether there were any.
+    pub fn end_leftovers(&self, kill_at: Instant) -> bool {
+        if !self.group_alive() {
+            return false;
+        }
+        self.terminate_group();
+        let mut killed_at = None;
+        while self.group_alive() {
+            match killed_at {
+                None if Instant::now() >= kill_at => {
+                    self.signal_group(libc::SIGKILL);
+                    killed_at = Some(Instant::now());
+                }
+                // A process stuck in the kernel (uninterruptible I/O) cannot die yet; SIGKILL
+                // will take it when it returns. Waiting longer would only delay the release.
+                Some(at) if at.elapsed() >= UNKILLABLE_WAIT => break,
+                _ => {}
+            }
+            std::thread::sleep(LEFTOVER_POLL);
+        }
+        true
+    }
+
+    /// Hands the terminal back to redlock-run's own group, if it was lent.
+    pub fn return_terminal(&self) {
+        if self.terminal {
+            take_terminal();
+        }
+    }
+
+    fn group_alive(&self) -> bool {
+        // Orphans come back to us (subreaper): collect the ones that died, or they would look
+        // alive for ever as zombies.
+        loop {
+            let mut status = 0;
+            // SAFETY: `status` is a valid place for waitpid to write to.
+            let rc = unsafe { libc::waitpid(-self.pid, &mut status, libc::WNOHANG) };
+            if rc <= 0 {
+                break;
+            }
+        }
+        // SAFETY: signal 0 only checks that the group exists.
+        unsafe { libc::killpg(self.pid, 0) == 0 }
+    }
+}
+
+/// Waits for the command's state changes and reports them; ends when it has exited.
+fn watch(pid: libc::pid_t, events: &Sender<Event>) {
+    loop {
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid place for waitid to write to.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT,
+            )
+        };
+        if rc != 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            // ECHILD: nothing left to watch; report an exit so the supervisor reaps.
+            let _ = events.send(Event::ChildExited);
+            return;
+        }
+        if info.si_code == libc::CLD_STOPPED {
+            // Consume the stop (WNOWAIT left it pending), keep watching for the exit.
+            // SAFETY: as above.
+            let mut consumed: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    pid as libc::id_t,
+                    &mut consumed,
+                    libc::WSTOPPED | libc::WNOHANG,
+                );
+            }
+            if events.send(Event::ChildStopped).is_err() {
+                return;
+            }
+            continue;
+        }
+        let _ = events.send(Event::ChildExited);
+        return;
+    }
+}
+
+/// Whether stdin is a terminal whose foreground process group is ours.
+fn in_terminal_foreground() -> bool {
+    // SAFETY: isatty, tcgetpgrp and getpgrp take plain integers.
+    unsafe {
+        libc::isatty(libc::STDIN_FILENO) == 1
+            && libc::tcgetpgrp(libc::STDIN_FILENO) == libc::getpgrp()
+    }
+}
+
+fn take_terminal() {
+    // SAFETY: tcsetpgrp and getpgrp take plain integers; SIGTTOU is blocked around the call
+    // because we are a background group at this point.
+    with_sigttou_blocked(|| unsafe { libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpgrp()) });
+}
+
+/// Runs `f` with SIGTTOU blocked in the calling thread. Async-signal-safe, for `pre_exec`.
+fn with_sigttou_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
+    // SAFETY: the sigset values live on this stack frame for the duration of the calls;
+    // sigemptyset/sigaddset initialise `block` before pthread_sigmask reads it.
+    unsafe {
+        let mut block: libc::sigset_t = std::mem::zeroed();
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut block);
+        libc::sigaddset(&mut block, libc::SIGTTOU);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &block, &mut previous);
+        let rc = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        rc
+    }
+}

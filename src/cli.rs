@@ -1,0 +1,117 @@
+//! The command line as clap sees it: raw strings and flags, no validation beyond syntax and
+//! no I/O. `config.rs` turns this into a `Config` the rest of the program trusts. The `///`
+//! comments are the `--help` text.
+
+use clap::Parser;
+
+/// Text shown after the options in `--help`: the exit-code table README documents too.
+pub const AFTER_HELP: &str = "\
+Exit status:
+  N        the command's own status; 128+S if it died from signal S
+  75       lock not obtained: busy with --no-wait, or --wait ran out (see -E)
+  76       the lock was lost while the command ran; the command was terminated
+  125      redlock-run itself failed and the command never ran (usage, Redis, auth, TLS)
+  126      the command could not be executed
+  127      the command was not found
+
+The command receives REDLOCK_KEY (the full Redis key), REDLOCK_TOKEN (this holder's
+token) and REDLOCK_TTL_MS in its environment.";
+
+/// Run a command while holding a named lock in Redis.
+///
+/// The lock is taken with SET NX PX, renewed in the background while the command runs,
+/// and released with an atomic compare-and-delete when it exits. Waiters are woken by
+/// pub/sub the moment the holder releases.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redlock-run",
+    version,
+    after_help = AFTER_HELP,
+    override_usage = "redlock-run [OPTIONS] --key <KEY> -- <COMMAND> [ARGS]...\n       \
+                      redlock-run [OPTIONS] --key <KEY> --shell <CMD>"
+)]
+pub struct Cli {
+    /// Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)
+    #[arg(short, long, value_name = "KEY")]
+    pub key: String,
+
+    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db
+    #[arg(
+        short,
+        long,
+        value_name = "URL",
+        env = "REDLOCK_REDIS",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis: String,
+
+    /// Prefix of the Redis key; '' uses KEY as is
+    #[arg(
+        long,
+        value_name = "P",
+        env = "REDLOCK_PREFIX",
+        default_value = "redlock:"
+    )]
+    pub prefix: String,
+
+    /// Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)
+    #[arg(
+        short,
+        long,
+        value_name = "DUR",
+        env = "REDLOCK_TTL",
+        default_value = "30s"
+    )]
+    pub ttl: String,
+
+    /// How often the lease is renewed while the command runs [default: TTL/3]
+    #[arg(long, value_name = "DUR")]
+    pub renew_every: Option<String>,
+
+    /// How long to wait for a busy lock: a duration, or 'forever' [default: forever]
+    #[arg(short, long, value_name = "DUR", env = "REDLOCK_WAIT")]
+    pub wait: Option<String>,
+
+    /// Fail at once when the lock is busy (same as --wait 0)
+    #[arg(short = 'n', long, conflicts_with = "wait")]
+    pub no_wait: bool,
+
+    /// Exit status when the lock was not obtained
+    #[arg(short = 'E', long, value_name = "N", default_value_t = 75)]
+    pub conflict_exit_code: u8,
+
+    /// After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would
+    /// expire on the server first)
+    #[arg(long, value_name = "DUR", default_value = "10s")]
+    pub kill_after: String,
+
+    /// Time limit for connecting to Redis and for each Redis command
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "REDLOCK_REDIS_TIMEOUT",
+        default_value = "5s"
+    )]
+    pub redis_timeout: String,
+
+    /// Run CMD with /bin/sh -c instead of -- COMMAND ARGS
+    #[arg(short = 'c', long, value_name = "CMD", conflicts_with = "command")]
+    pub shell: Option<String>,
+
+    /// Print only errors on stderr
+    #[arg(short, long, conflicts_with = "verbose")]
+    pub quiet: bool,
+
+    /// Print each step (connect, acquire, renew, release) on stderr
+    #[arg(short, long)]
+    pub verbose: bool,
+
+    /// The command to run and its arguments (after --)
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<std::ffi::OsString>,
+}

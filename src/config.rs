@@ -1,0 +1,301 @@
+//! `Cli` (raw strings) -> `Config` (checked values). Every user-facing validation error lives
+//! here, so that bad input is refused before anything touches Redis or runs a command.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::cli::Cli;
+
+/// Longest lock name accepted, in bytes (the Redis key is the prefix plus this).
+pub const MAX_KEY_LEN: usize = 1024;
+/// Shortest lease: below this, one slow round trip would eat the whole lease.
+pub const MIN_TTL: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    Forever,
+    /// Zero means "do not wait" (`--no-wait`).
+    For(Duration),
+}
+
+/// Where the lock lives: the URL as given (it may hold a password) and a form safe to print.
+#[derive(Clone)]
+pub struct RedisTarget {
+    pub url: String,
+    pub display: String,
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub redis: RedisTarget,
+    /// The full Redis key: prefix + lock name.
+    pub key: String,
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub wait: Wait,
+    pub conflict_exit_code: u8,
+    pub kill_after: Duration,
+    pub redis_timeout: Duration,
+    /// Program and arguments; `--shell CMD` becomes `/bin/sh -c CMD`.
+    pub command: Vec<OsString>,
+    pub verbosity: Verbosity,
+}
+
+impl Config {
+    pub fn from_cli(cli: Cli) -> Result<Config> {
+        if cli.key.is_empty() {
+            bail!("--key must not be empty");
+        }
+        if cli.key.len() > MAX_KEY_LEN {
+            bail!(
+                "--key is {} bytes long; the limit is {MAX_KEY_LEN}",
+                cli.key.len()
+            );
+        }
+
+        let ttl = parse_duration(&cli.ttl).context("invalid --ttl")?;
+        if ttl < MIN_TTL {
+            bail!(
+                "invalid --ttl: {} is shorter than the minimum of 100ms",
+                humantime::format_duration(ttl)
+            );
+        }
+        let renew_every = match &cli.renew_every {
+            Some(text) => parse_duration(text).context("invalid --renew-every")?,
+            None => ttl / 3,
+        };
+        if renew_every.is_zero() || renew_every >= ttl {
+            bail!("invalid --renew-every: it must be above 0 and shorter than --ttl");
+        }
+
+        let wait = match (&cli.wait, cli.no_wait) {
+            (_, true) => Wait::For(Duration::ZERO),
+            (None, false) => Wait::Forever,
+            (Some(text), false) if matches!(text.trim(), "forever" | "inf" | "infinity") => {
+                Wait::Forever
+            }
+            (Some(text), false) => Wait::For(parse_duration(text).context("invalid --wait")?),
+        };
+
+        let kill_after = parse_duration(&cli.kill_after).context("invalid --kill-after")?;
+        let redis_timeout =
+            parse_duration(&cli.redis_timeout).context("invalid --redis-timeout")?;
+        if redis_timeout < Duration::from_millis(10) {
+            bail!("invalid --redis-timeout: it must be at least 10ms");
+        }
+
+        let redis = RedisTarget {
+            display: redact_url(&cli.redis),
+            url: cli.redis,
+        };
+        check_redis_url(&redis)?;
+
+        let command = match cli.shell {
+            Some(script) => vec!["/bin/sh".into(), "-c".into(), script.into()],
+            None if cli.command.is_empty() => {
+                bail!("no command given: add `-- COMMAND [ARGS]` or `--shell CMD`")
+            }
+            None => cli.command,
+        };
+
+        let verbosity = if cli.quiet {
+            Verbosity::Quiet
+        } else if cli.verbose {
+            Verbosity::Verbose
+        } else {
+            Verbosity::Normal
+        };
+
+        Ok(Config {
+            key: format!("{}{}", cli.prefix, cli.key),
+            redis,
+            ttl,
+            renew_every,
+            wait,
+            conflict_exit_code: cli.conflict_exit_code,
+            kill_after,
+            redis_timeout,
+            command,
+            verbosity,
+        })
+    }
+
+    /// The command line as one string, for holder metadata and messages.
+    pub fn command_line(&self) -> String {
+        let words: Vec<_> = self.command.iter().map(|w| w.to_string_lossy()).collect();
+        words.join(" ")
+    }
+}
+
+/// A humantime duration (`500ms`, `30s`, `1m 30s`), or a bare number of seconds as flock -w
+/// takes it (`30`, `0.5`).
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        return Duration::try_from_secs_f64(seconds)
+            .with_context(|| format!("{text:?} is not a duration"));
+    }
+    humantime::parse_duration(text).with_context(|| {
+        format!("{text:?} is not a duration (use e.g. 500ms, 30s, 5m, or seconds as a number)")
+    })
+}
+
+fn check_redis_url(target: &RedisTarget) -> Result<()> {
+    use redis::IntoConnectionInfo;
+    let supported = ["redis://", "rediss://", "redis+unix://", "unix://"];
+    if !supported
+        .iter()
+        .any(|scheme| target.url.starts_with(scheme))
+    {
+        bail!(
+            "invalid --redis URL {}: it must start with redis://, rediss:// or redis+unix://",
+            target.display
+        );
+    }
+    target
+        .url
+        .as_str()
+        .into_connection_info()
+        .map(drop)
+        .map_err(|err| anyhow::anyhow!("invalid --redis URL {}: {}", target.display, err))
+}
+
+/// The URL with any password replaced by `***`: in `user:password@` and in a `pass=` query
+/// parameter (the unix-socket form). Works on text, so it also covers URLs that fail to parse.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None => format!("{userinfo}@{host}"),
+        },
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((name, _)) if name == "pass" || name == "password" => {
+                        format!("{name}=***")
+                    }
+                    _ => param.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", params.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{authority}{tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<Config> {
+        let mut argv = vec!["redlock-run"];
+        argv.extend_from_slice(args);
+        Config::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1m 30s").unwrap(), Duration::from_secs(90));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("abc").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("rediss://user:pw@redis.internal:6380/2"),
+            "rediss://user:***@redis.internal:6380/2"
+        );
+        assert_eq!(
+            redact_url("redis://:p@ss@host:1"),
+            "redis://:***@host:1",
+            "an unescaped @ in the password still hides all of it"
+        );
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?db=1&pass=secret"),
+            "redis+unix:///run/redis.sock?db=1&pass=***"
+        );
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+    }
+
+    #[test]
+    fn defaults() {
+        let config = config(&["-k", "job", "--", "true"]).unwrap();
+        assert_eq!(config.key, "redlock:job");
+        assert_eq!(config.ttl, Duration::from_secs(30));
+        assert_eq!(config.renew_every, Duration::from_secs(10));
+        assert_eq!(config.wait, Wait::Forever);
+        assert_eq!(config.conflict_exit_code, 75);
+        assert_eq!(config.kill_after, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn shell_and_prefix() {
+        let config = config(&["-k", "job", "--prefix", "", "-c", "a | b"]).unwrap();
+        assert_eq!(config.key, "job");
+        assert_eq!(config.command_line(), "/bin/sh -c a | b");
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        for args in [
+            &["-k", "", "--", "true"][..],
+            &["-k", "j", "-t", "0", "--", "true"],
+            &["-k", "j", "-t", "50ms", "--", "true"],
+            &["-k", "j", "-t", "1s", "--renew-every", "1s", "--", "true"],
+            &["-k", "j", "-r", "http://x", "--", "true"],
+            &["-k", "j", "-w", "soon", "--", "true"],
+            &["-k", "j"],
+        ] {
+            assert!(config(args).is_err(), "accepted {args:?}");
+        }
+        let long_key = "k".repeat(MAX_KEY_LEN + 1);
+        assert!(config(&["-k", &long_key, "--", "true"]).is_err());
+        let longest_key = "k".repeat(MAX_KEY_LEN);
+        assert!(config(&["-k", &longest_key, "--", "true"]).is_ok());
+    }
+
+    #[test]
+    fn waiting() {
+        let no_wait = config(&["-k", "j", "-n", "--", "true"]).unwrap();
+        assert_eq!(no_wait.wait, Wait::For(Duration::ZERO));
+        let zero = config(&["-k", "j", "-w", "0", "--", "true"]).unwrap();
+        assert_eq!(zero.wait, Wait::For(Duration::ZERO));
+        let forever = config(&["-k", "j", "-w", "forever", "--", "true"]).unwrap();
+        assert_eq!(forever.wait, Wait::Forever);
+    }
+}

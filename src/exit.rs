@@ -1,0 +1,93 @@
+//! How a run ends, and the one table that turns that into a process exit status. README's
+//! "Exit codes" section and `cli::AFTER_HELP` document this table; keep the three in step.
+
+use std::process::ExitStatus;
+
+/// Why redlock-run stops.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The command ran and ended on its own (or of a signal we forwarded).
+    Command(ExitStatus),
+    /// The lock was busy and `--no-wait` was given, or `--wait` ran out.
+    NotAcquired { exit_code: u8 },
+    /// The lock was lost while the command ran; the command was terminated.
+    LockLost,
+    /// A signal arrived before the command started; nothing was run.
+    Interrupted { signal: i32 },
+    /// The command could not be executed (permission, not a binary).
+    CannotExecute,
+    /// The command was not found.
+    NotFound,
+    /// redlock-run itself failed before the command ran: usage, Redis, auth, TLS.
+    Failed,
+}
+
+pub const LOCK_LOST: u8 = 76;
+pub const WRAPPER_FAILED: u8 = 125;
+pub const CANNOT_EXECUTE: u8 = 126;
+pub const NOT_FOUND: u8 = 127;
+
+impl Outcome {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Command(status) => status_code(*status),
+            Outcome::NotAcquired { exit_code } => *exit_code,
+            Outcome::LockLost => LOCK_LOST,
+            Outcome::Interrupted { signal } => signal_code(*signal),
+            Outcome::CannotExecute => CANNOT_EXECUTE,
+            Outcome::NotFound => NOT_FOUND,
+            Outcome::Failed => WRAPPER_FAILED,
+        }
+    }
+}
+
+/// The shell's convention: the exit status, or 128+N for a child that died of signal N.
+fn status_code(status: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(signal)) => signal_code(signal),
+        // Stopped or continued statuses are never handed to us as a final status.
+        (None, None) => WRAPPER_FAILED,
+    }
+}
+
+fn signal_code(signal: i32) -> u8 {
+    (128 + signal).clamp(0, 255) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn command_status_passes_through() {
+        assert_eq!(
+            Outcome::Command(ExitStatus::from_raw(7 << 8)).exit_code(),
+            7
+        );
+        assert_eq!(Outcome::Command(ExitStatus::from_raw(0)).exit_code(), 0);
+    }
+
+    #[test]
+    fn death_by_signal_is_128_plus_n() {
+        assert_eq!(Outcome::Command(ExitStatus::from_raw(9)).exit_code(), 137);
+        assert_eq!(
+            Outcome::Interrupted {
+                signal: libc::SIGTERM
+            }
+            .exit_code(),
+            143
+        );
+    }
+
+    #[test]
+    fn wrapper_codes_are_fixed() {
+        assert_eq!(Outcome::LockLost.exit_code(), 76);
+        assert_eq!(Outcome::Failed.exit_code(), 125);
+        assert_eq!(Outcome::CannotExecute.exit_code(), 126);
+        assert_eq!(Outcome::NotFound.exit_code(), 127);
+        assert_eq!(Outcome::NotAcquired { exit_code: 3 }.exit_code(), 3);
+    }
+}

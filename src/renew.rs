@@ -1,0 +1,219 @@
+//! The watchdog: a thread that renews the lease on schedule while the command runs and
+//! reports to the supervisor when the lock is lost. It owns the backend while it runs and
+//! hands it back on `stop`, so one connection serves acquire, renew and release.
+//!
+//! Timing, all on the monotonic clock (`Instant`), so a wall-clock jump on this machine can
+//! neither stretch nor shorten a lease:
+//! - the lease is valid until `sent + ttl - drift`, `sent` being when the last *successful*
+//!   acquire or renewal left this machine (Redis started its clock later than that), `drift`
+//!   the Redlock allowance for clock-rate differences (1% of the TTL plus 2 ms);
+//! - a renewal is due every `renew_every`; a failed one is retried quickly;
+//! - if no renewal has succeeded by `valid_until - grace`, the lock is lost: the supervisor
+//!   sends SIGTERM and must have sent SIGKILL by `valid_until`. `grace` is `--kill-after`,
+//!   capped at half the time between a renewal being due and the lease ending, so that there
+//!   is always time to retry.
+
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::backend::{LockBackend, Renewal};
+use crate::report;
+use crate::supervise::Event;
+
+/// Retry pacing for a renewal that failed for a transient reason.
+const RETRY_MIN: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_millis(500);
+
+/// The lease's timing, fixed for the run.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTiming {
+    pub ttl: Duration,
+    pub renew_every: Duration,
+    pub kill_after: Duration,
+}
+
+impl LeaseTiming {
+    /// Allowance for the server's clock running at a different rate from ours.
+    pub fn drift(&self) -> Duration {
+        self.ttl / 100 + Duration::from_millis(2)
+    }
+
+    /// How long after a successful renewal was sent the lease surely still holds.
+    pub fn validity(&self) -> Duration {
+        self.ttl.saturating_sub(self.drift())
+    }
+
+    /// How much of the lease is kept back for terminating the command once renewals fail.
+    pub fn grace(&self) -> Duration {
+        let spare = self.validity().saturating_sub(self.renew_every);
+        self.kill_after.min(spare / 2)
+    }
+}
+
+/// Why the lock was lost.
+#[derive(Debug, Clone)]
+pub enum Loss {
+    /// Redis answered: the key is gone or holds someone else's value.
+    NotOurs,
+    /// Redis did not confirm in time; the lease runs out at `valid_until`.
+    Unconfirmed {
+        valid_until: Instant,
+        last_error: String,
+    },
+}
+
+pub struct Renewer {
+    stop: Sender<()>,
+    thread: JoinHandle<Box<dyn LockBackend>>,
+    valid_until: Arc<Mutex<Instant>>,
+}
+
+impl Renewer {
+    /// Starts renewing a lease acquired by a command sent at `sent_at`.
+    pub fn start(
+        backend: Box<dyn LockBackend>,
+        timing: LeaseTiming,
+        sent_at: Instant,
+        events: Sender<Event>,
+    ) -> Result<Renewer> {
+        let (stop, stopped) = mpsc::channel();
+        let valid_until = Arc::new(Mutex::new(sent_at + timing.validity()));
+        let shared_valid_until = Arc::clone(&valid_until);
+        let thread = std::thread::Builder::new()
+            .name("renew".into())
+            .spawn(move || {
+                let mut backend = backend;
+                if let Some(loss) = renew_until_stopped(
+                    &mut *backend,
+                    timing,
+                    sent_at,
+                    &stopped,
+                    &shared_valid_until,
+                ) {
+                    let _ = events.send(Event::LockLost(loss));
+                    // Stay until told to stop: the supervisor still needs the backend back.
+                    let _ = stopped.recv();
+                }
+                backend
+            })
+            .context("cannot start the renewal thread")?;
+        Ok(Renewer {
+            stop,
+            thread,
+            valid_until,
+        })
+    }
+
+    /// Until when the lease surely holds, by the last successful renewal.
+    pub fn valid_until(&self) -> Instant {
+        *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Stops renewing and returns the backend for the release.
+    pub fn stop(self) -> Box<dyn LockBackend> {
+        let _ = self.stop.send(());
+        match self.thread.join() {
+            Ok(backend) => backend,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// Renews on schedule until told to stop (`None`) or until the lock is lost (`Some`).
+fn renew_until_stopped(
+    backend: &mut dyn LockBackend,
+    timing: LeaseTiming,
+    mut sent_at: Instant,
+    stop: &mpsc::Receiver<()>,
+    shared_valid_until: &Mutex<Instant>,
+) -> Option<Loss> {
+    let mut failures = 0u32;
+    let mut last_error = String::new();
+    let mut next_renewal = sent_at + timing.renew_every;
+    loop {
+        let pause = next_renewal.saturating_duration_since(Instant::now());
+        match stop.recv_timeout(pause) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return None,
+        }
+
+        let valid_until = sent_at + timing.validity();
+        let give_up_at = valid_until - timing.grace();
+        if Instant::now() >= give_up_at {
+            return Some(Loss::Unconfirmed {
+                valid_until,
+                last_error,
+            });
+        }
+        let attempt_sent = Instant::now();
+        match backend.renew(give_up_at) {
+            Ok(Renewal::Extended) => {
+                if failures > 0 {
+                    report::verbose(format_args!("renewed after {failures} failed attempts"));
+                }
+                failures = 0;
+                sent_at = attempt_sent;
+                *shared_valid_until
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = sent_at + timing.validity();
+                next_renewal = sent_at + timing.renew_every;
+                report::verbose(format_args!("lease renewed"));
+            }
+            Ok(Renewal::NotOurs) => return Some(Loss::NotOurs),
+            Err(err) => {
+                failures += 1;
+                last_error = format!("{err:#}");
+                report::verbose(format_args!("renewal failed, retrying: {last_error}"));
+                let backoff = RETRY_MIN
+                    .saturating_mul(1 << failures.min(4))
+                    .min(RETRY_MAX);
+                next_renewal = (Instant::now() + backoff).min(give_up_at);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(ttl_ms: u64, renew_ms: u64, kill_ms: u64) -> LeaseTiming {
+        LeaseTiming {
+            ttl: Duration::from_millis(ttl_ms),
+            renew_every: Duration::from_millis(renew_ms),
+            kill_after: Duration::from_millis(kill_ms),
+        }
+    }
+
+    #[test]
+    fn defaults_leave_time_to_retry_and_to_terminate() {
+        let t = timing(30_000, 10_000, 10_000);
+        assert_eq!(t.drift(), Duration::from_millis(302));
+        assert_eq!(t.validity(), Duration::from_millis(29_698));
+        // Half of (29.698s - 10s): SIGTERM 9.849s before the lease ends at the latest.
+        assert_eq!(t.grace(), Duration::from_millis(9_849));
+    }
+
+    #[test]
+    fn short_leases_cap_the_grace() {
+        let t = timing(1_000, 333, 10_000);
+        assert_eq!(t.validity(), Duration::from_millis(988));
+        assert_eq!(t.grace(), Duration::from_millis(327));
+        assert!(t.renew_every < t.validity() - t.grace());
+    }
+
+    #[test]
+    fn a_short_kill_after_is_kept() {
+        assert_eq!(
+            timing(30_000, 10_000, 2_000).grace(),
+            Duration::from_secs(2)
+        );
+    }
+}

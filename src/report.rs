@@ -1,0 +1,82 @@
+//! Everything redlock-run itself says, on stderr, one line at a time, prefixed
+//! `redlock-run:`. stdout belongs to the command. The verbosity is set once at start.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::config::Verbosity;
+
+static VERBOSITY: AtomicU8 = AtomicU8::new(Verbosity::Normal as u8);
+
+pub fn set_verbosity(verbosity: Verbosity) {
+    VERBOSITY.store(verbosity as u8, Ordering::Relaxed);
+}
+
+fn enabled(level: Verbosity) -> bool {
+    VERBOSITY.load(Ordering::Relaxed) >= level as u8
+}
+
+/// A failure that ends the run; always shown. `{:#}` prints the whole context chain.
+pub fn error(err: &anyhow::Error) {
+    line(format_args!("{err:#}"));
+}
+
+/// Something the user should know even in cron mail, such as a release that failed. Hidden
+/// by `-q`. (Losing the lock is an error and goes through `error`.)
+pub fn warn(message: std::fmt::Arguments<'_>) {
+    if enabled(Verbosity::Normal) {
+        line(format_args!("warning: {message}"));
+    }
+}
+
+/// Plain news at normal verbosity, such as why the lock was not obtained. Hidden by `-q`.
+pub fn info(message: std::fmt::Arguments<'_>) {
+    if enabled(Verbosity::Normal) {
+        line(message);
+    }
+}
+
+/// Steps worth seeing with `-v`.
+pub fn verbose(message: std::fmt::Arguments<'_>) {
+    if enabled(Verbosity::Verbose) {
+        line(message);
+    }
+}
+
+pub fn is_verbose() -> bool {
+    enabled(Verbosity::Verbose)
+}
+
+fn line(message: std::fmt::Arguments<'_>) {
+    // One write per line so that lines from threads never interleave mid-line.
+    let text = format!("redlock-run: {message}\n");
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// A duration rounded to milliseconds, for messages.
+pub fn duration(duration: std::time::Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(std::time::Duration::from_millis(duration.as_millis() as u64))
+}
+
+/// A command-line error from clap, folded onto one line: `redlock-run: <what>; try --help`.
+pub fn usage_error(rendered: &str) {
+    let message: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more"))
+        .filter(|line| !line.is_empty())
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    line(format_args!("{message}; try --help"));
+}
+
+/// Makes a panic message print the Redis URL without its password, should a bug ever put
+/// it there.
+pub fn redact_panics(target: &crate::config::RedisTarget) {
+    let (secret, shown) = (target.url.clone(), target.display.clone());
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info.to_string().replace(&secret, &shown);
+        line(format_args!("internal error: {text}"));
+    }));
+}

@@ -1,0 +1,247 @@
+//! One run from start to end: take the lock (waiting if need be), start the command, hand
+//! the lease to the renewal thread and the command to the supervisor, release, and say how
+//! it ended. The order here is the safety argument: the command starts only once the lock
+//! is ours, and the lock is released only once the command's whole process group is gone.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::backend::single::SingleRedis;
+use crate::backend::{Attempt, LockBackend, LockRequest};
+use crate::child::{self, SpawnError};
+use crate::config::{Config, Wait};
+use crate::exit::Outcome;
+use crate::renew::{LeaseTiming, Renewer};
+use crate::supervise::{self, Event, WaitReport};
+use crate::wait::{self, CancelGate, Waited};
+use crate::{report, signals};
+
+/// Runs the configured command under the lock. Every failure is reported here, once.
+pub fn run(config: &Config) -> Outcome {
+    report::set_verbosity(config.verbosity);
+    match run_checked(config) {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            report::error(&err);
+            Outcome::Failed
+        }
+    }
+}
+
+/// Where taking the lock got us.
+enum Acquisition {
+    Held {
+        backend: Box<dyn LockBackend>,
+        sent_at: Instant,
+    },
+    Ended(Outcome),
+}
+
+fn run_checked(config: &Config) -> Result<Outcome> {
+    let (events_tx, events) = mpsc::channel();
+    // First, so that a signal arriving from here on is never lost.
+    signals::listen(events_tx.clone())?;
+    child::become_subreaper();
+
+    let lock = LockRequest::new(config.key.clone(), config.ttl, &config.command_line());
+    let token = lock.token.clone();
+    let backend = SingleRedis::new(&config.redis, config.redis_timeout, lock)?;
+    report::verbose(format_args!(
+        "taking {} at {}",
+        config.key,
+        backend.describe()
+    ));
+    let (mut backend, sent_at) = match acquire(Box::new(backend), config, &events_tx, &events)? {
+        Acquisition::Held { backend, sent_at } => (backend, sent_at),
+        Acquisition::Ended(outcome) => return Ok(outcome),
+    };
+    report::verbose(format_args!("lock taken, token {token}"));
+
+    // A signal that came while the lock was being taken stops us before the command starts.
+    if let Some(signal) = pending_signal(&events) {
+        release(&mut *backend, config, sent_at + config.ttl);
+        return Ok(Outcome::Interrupted { signal });
+    }
+
+    let env = [
+        ("REDLOCK_KEY", config.key.clone()),
+        ("REDLOCK_TOKEN", token),
+        ("REDLOCK_TTL_MS", config.ttl.as_millis().to_string()),
+    ];
+    let mut child = match child::spawn(&config.command, &env) {
+        Ok(child) => child,
+        Err(err) => {
+            let (outcome, err) = match err {
+                SpawnError::NotFound(err) => (Outcome::NotFound, err),
+                SpawnError::CannotExecute(err) => (Outcome::CannotExecute, err),
+            };
+            report::error(&anyhow::anyhow!(
+                "cannot run {}: {err}",
+                config.command[0].to_string_lossy()
+            ));
+            release(&mut *backend, config, sent_at + config.ttl);
+            return Ok(outcome);
+        }
+    };
+    report::verbose(format_args!("command started, pid {}", child.pid()));
+    child.watch(events_tx.clone())?;
+
+    let timing = LeaseTiming {
+        ttl: config.ttl,
+        renew_every: config.renew_every,
+        kill_after: config.kill_after,
+    };
+    let renewer = Renewer::start(backend, timing, sent_at, events_tx)?;
+    let supervised = supervise::supervise(
+        &mut child,
+        &events,
+        &renewer,
+        &config.key,
+        config.kill_after,
+    );
+    let valid_until = renewer.valid_until();
+    let mut backend = renewer.stop();
+    let supervised = supervised?;
+    if supervised.lost {
+        // Whatever is under the key now is not ours; the lease, if any, is running out.
+        release(&mut *backend, config, valid_until);
+        return Ok(Outcome::LockLost);
+    }
+    release(&mut *backend, config, valid_until);
+    Ok(Outcome::Command(supervised.status))
+}
+
+/// Takes the lock, waiting for it per `--wait` if it is busy.
+fn acquire(
+    mut backend: Box<dyn LockBackend>,
+    config: &Config,
+    events_tx: &Sender<Event>,
+    events: &Receiver<Event>,
+) -> Result<Acquisition> {
+    let started = Instant::now();
+    let holder_ttl = match backend
+        .try_acquire()
+        .with_context(|| format!("cannot take {}", config.key))?
+    {
+        Attempt::Acquired { sent_at } => return Ok(Acquisition::Held { backend, sent_at }),
+        Attempt::Busy { holder_ttl } => holder_ttl,
+    };
+    let deadline = match config.wait {
+        Wait::For(limit) if limit.is_zero() => {
+            report::info(format_args!(
+                "{} is held by another process; not waiting",
+                config.key
+            ));
+            return Ok(not_acquired(config));
+        }
+        Wait::For(limit) => Some(started + limit),
+        Wait::Forever => None,
+    };
+    report::verbose(format_args!("{} is busy; waiting", config.key));
+
+    // The wait runs on a thread of its own so that this thread stays free to hear signals.
+    let gate = Arc::new(CancelGate::default());
+    let waiter_gate = Arc::clone(&gate);
+    let report_to = events_tx.clone();
+    std::thread::Builder::new()
+        .name("wait".into())
+        .spawn(move || {
+            let mut backend = backend;
+            let result = wait::wait_for_lock(&mut *backend, holder_ttl, deadline, &waiter_gate);
+            let report = match result {
+                Ok(Waited::Acquired { sent_at, gate }) => {
+                    // Reported while the gate is still closed: see `CancelGate`.
+                    let _ = report_to
+                        .send(Event::Waited(Ok(WaitReport::Acquired { backend, sent_at })));
+                    drop(gate);
+                    return;
+                }
+                Ok(Waited::TimedOut) => Ok(WaitReport::TimedOut { backend }),
+                Ok(Waited::Cancelled) => return,
+                Err(err) => Err(err),
+            };
+            let _ = report_to.send(Event::Waited(report));
+        })
+        .context("cannot start the wait thread")?;
+
+    loop {
+        match events
+            .recv()
+            .context("internal error: the event channel closed")?
+        {
+            Event::Waited(Ok(WaitReport::Acquired { backend, sent_at })) => {
+                return Ok(Acquisition::Held { backend, sent_at })
+            }
+            Event::Waited(Ok(WaitReport::TimedOut { .. })) => {
+                report::info(format_args!(
+                    "{} is still held by another process after {}; giving up",
+                    config.key,
+                    report::duration(started.elapsed())
+                ));
+                return Ok(not_acquired(config));
+            }
+            Event::Waited(Err(err)) => {
+                return Err(err.context(format!("cannot wait for {}", config.key)))
+            }
+            Event::Signal { signal, .. } => {
+                gate.cancel();
+                // The waiter may have taken the lock just before the gate closed.
+                while let Ok(event) = events.try_recv() {
+                    if let Event::Waited(Ok(WaitReport::Acquired {
+                        mut backend,
+                        sent_at,
+                    })) = event
+                    {
+                        release(&mut *backend, config, sent_at + config.ttl);
+                    }
+                }
+                report::verbose(format_args!(
+                    "{} while waiting; giving up",
+                    signals::name(signal)
+                ));
+                return Ok(Acquisition::Ended(Outcome::Interrupted { signal }));
+            }
+            Event::ChildExited | Event::ChildStopped | Event::LockLost(_) => {}
+        }
+    }
+}
+
+fn not_acquired(config: &Config) -> Acquisition {
+    Acquisition::Ended(Outcome::NotAcquired {
+        exit_code: config.conflict_exit_code,
+    })
+}
+
+/// The first signal waiting in the queue, if any; other events are dropped (none can be
+/// pending before the command starts).
+fn pending_signal(events: &Receiver<Event>) -> Option<libc::c_int> {
+    events.try_iter().find_map(|event| match event {
+        Event::Signal { signal, .. } => Some(signal),
+        _ => None,
+    })
+}
+
+/// Deletes the key if it is still ours, waking waiters. Past the lease's end there is
+/// nothing left to release; if Redis cannot be reached the key expires by its TTL.
+fn release(backend: &mut dyn LockBackend, config: &Config, valid_until: Instant) {
+    let now = Instant::now();
+    let deadline = valid_until.min(now + config.redis_timeout);
+    if deadline <= now + Duration::from_millis(1) {
+        report::verbose(format_args!("the lease has ended; nothing to release"));
+        return;
+    }
+    match backend.release(deadline) {
+        Ok(true) => report::verbose(format_args!("lock released")),
+        Ok(false) => report::verbose(format_args!(
+            "{} was no longer ours; nothing released",
+            config.key
+        )),
+        Err(err) => report::warn(format_args!(
+            "cannot release {}: {err:#}; it will expire by its TTL",
+            config.key
+        )),
+    }
+}

@@ -1,0 +1,185 @@
+//! Waiting for a busy lock: subscribe to release notices, then try again on each notice or
+//! when the holder's lease would have run out, until the lock is ours, the deadline passes,
+//! or the wait is cancelled by a signal. It never polls on a fixed tick: a waiter costs Redis
+//! one command per notice, or one per holder lease (two thirds of the holder's TTL while it
+//! renews), and starts within a round trip of a release.
+//!
+//! It owns no processes and prints nothing but `-v` detail; `run.rs` decides what a result
+//! means.
+
+use std::sync::mpsc::RecvTimeoutError;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+
+use crate::backend::{single::is_transient, Attempt, LockBackend, Notice, Subscription};
+use crate::report;
+
+/// Re-check a key that has no TTL (not ours to judge: another tool's lock or another
+/// application's data) this often; only a release notice or its deletion frees it.
+const NO_TTL_RECHECK: Duration = Duration::from_secs(10);
+/// Back-off bounds while Redis cannot be reached during a wait.
+const RECONNECT_MIN: Duration = Duration::from_millis(100);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// Lets the main thread stop a waiter between attempts, never in the middle of one: after
+/// `cancel` returns, the waiter has either not taken the lock or has already reported it.
+#[derive(Default)]
+pub struct CancelGate(Mutex<bool>);
+
+impl CancelGate {
+    pub fn cancel(&self) {
+        *lock(&self.0) = true;
+    }
+}
+
+fn lock(mutex: &Mutex<bool>) -> MutexGuard<'_, bool> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub enum Waited<'gate> {
+    /// The lock is ours. The gate stays closed until the caller has reported it.
+    Acquired {
+        sent_at: Instant,
+        gate: MutexGuard<'gate, bool>,
+    },
+    TimedOut,
+    Cancelled,
+}
+
+/// Waits until the lock is ours, `deadline` passes (`None`: forever) or `gate` is cancelled.
+/// The caller has already found the lock busy once, with `holder_ttl` left.
+pub fn wait_for_lock<'gate>(
+    backend: &mut dyn LockBackend,
+    holder_ttl: Option<Duration>,
+    deadline: Option<Instant>,
+    gate: &'gate CancelGate,
+) -> Result<Waited<'gate>> {
+    let mut subscription: Option<Subscription> = None;
+    let mut next_try = Instant::now();
+    let mut holder_ttl = holder_ttl;
+    let mut failures = 0u32;
+    loop {
+        if subscription.is_none() {
+            match backend.subscribe() {
+                Ok(subscribed) => subscription = Some(subscribed),
+                Err(err) if is_transient(&err) => {
+                    failures += 1;
+                    next_try = Instant::now() + backoff(failures);
+                    report_unreachable(&err, failures);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+
+        // Subscribed first, then tried: a release between the two cannot be missed.
+        if subscription.is_some() && Instant::now() >= next_try {
+            let closed = lock(&gate.0);
+            if *closed {
+                return Ok(Waited::Cancelled);
+            }
+            match backend.try_acquire() {
+                Ok(Attempt::Acquired { sent_at }) => {
+                    return Ok(Waited::Acquired {
+                        sent_at,
+                        gate: closed,
+                    })
+                }
+                Ok(Attempt::Busy { holder_ttl: left }) => {
+                    failures = 0;
+                    holder_ttl = left;
+                    next_try = Instant::now() + retry_delay(holder_ttl);
+                    report::verbose(format_args!(
+                        "still busy; next try in {} unless released sooner",
+                        report::duration(retry_delay(holder_ttl))
+                    ));
+                }
+                Err(err) if is_transient(&err) => {
+                    failures += 1;
+                    next_try = Instant::now() + backoff(failures);
+                    report_unreachable(&err, failures);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+
+        let now = Instant::now();
+        if deadline.is_some_and(|deadline| now >= deadline) {
+            return Ok(Waited::TimedOut);
+        }
+        let wake_at = deadline.map_or(next_try, |deadline| next_try.min(deadline));
+        let pause = wake_at.saturating_duration_since(now);
+        match &subscription {
+            Some(subscribed) => match subscribed.notices.recv_timeout(pause) {
+                Ok(Notice::Released) => {
+                    report::verbose(format_args!("released by its holder; trying now"));
+                    next_try = Instant::now();
+                }
+                Ok(Notice::Broken(err)) => {
+                    report::verbose(format_args!("{err:#}; subscribing again"));
+                    subscription = None;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => subscription = None,
+            },
+            None => std::thread::sleep(pause),
+        }
+        let _ = holder_ttl;
+    }
+}
+
+/// When to try again if no release notice comes: just after the holder's lease would end if
+/// it stopped renewing, plus a little jitter so that many waiters do not retry in lockstep.
+pub fn retry_delay(holder_ttl: Option<Duration>) -> Duration {
+    let base = holder_ttl.unwrap_or(NO_TTL_RECHECK);
+    let jitter_cap = (base / 10).clamp(Duration::from_millis(1), Duration::from_millis(250));
+    base + Duration::from_millis(1) + jitter(jitter_cap)
+}
+
+fn backoff(failures: u32) -> Duration {
+    let doubled = RECONNECT_MIN.saturating_mul(1 << failures.min(10));
+    doubled.min(RECONNECT_MAX) + jitter(RECONNECT_MIN)
+}
+
+fn report_unreachable(err: &anyhow::Error, failures: u32) {
+    if failures == 1 {
+        report::warn(format_args!("{err:#}; still waiting, retrying"));
+    } else {
+        report::verbose(format_args!("{err:#}; retrying"));
+    }
+}
+
+/// A random duration below `cap`, from the token generator's randomness source.
+fn jitter(cap: Duration) -> Duration {
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    let cap_ns = cap.as_nanos().max(1) as u64;
+    Duration::from_nanos(random % cap_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_follows_the_holders_ttl() {
+        for _ in 0..100 {
+            let delay = retry_delay(Some(Duration::from_secs(20)));
+            assert!(delay > Duration::from_secs(20));
+            assert!(delay <= Duration::from_millis(20_251));
+        }
+    }
+
+    #[test]
+    fn keys_without_ttl_are_rechecked_rarely() {
+        assert!(retry_delay(None) >= NO_TTL_RECHECK);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        assert!(backoff(1) < backoff(4));
+        assert!(backoff(30) <= RECONNECT_MAX + RECONNECT_MIN);
+    }
+}
