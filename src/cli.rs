@@ -108,10 +108,6 @@ pub struct Cli {
     pub verbose: bool,
 
     /// The command to run and its arguments (after --)
-    #[arg(
-        value_name = "COMMAND",
-        trailing_var_arg = true,
-        allow_hyphen_values = true
-    )]
+    #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
 }

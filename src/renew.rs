@@ -205,7 +205,7 @@ mod tests {
     fn short_leases_cap_the_grace() {
         let t = timing(1_000, 333, 10_000);
         assert_eq!(t.validity(), Duration::from_millis(988));
-        assert_eq!(t.grace(), Duration::from_millis(327));
+        assert_eq!(t.grace(), Duration::from_micros(327_500));
         assert!(t.renew_every < t.validity() - t.grace());
     }
 

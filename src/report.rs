@@ -48,8 +48,15 @@ pub fn is_verbose() -> bool {
 }
 
 fn line(message: std::fmt::Arguments<'_>) {
-    // One write per line so that lines from threads never interleave mid-line.
-    let text = format!("redlock-run: {message}\n");
+    // One line per message, whatever the message holds (some server errors span lines), and
+    // one write per line so that lines from threads never interleave.
+    let message = message.to_string();
+    let folded: Vec<&str> = message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let text = format!("redlock-run: {}\n", folded.join(" "));
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 

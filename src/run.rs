@@ -122,13 +122,13 @@ fn acquire(
     events: &Receiver<Event>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
-    let holder_ttl = match backend
+    match backend
         .try_acquire()
         .with_context(|| format!("cannot take {}", config.key))?
     {
         Attempt::Acquired { sent_at } => return Ok(Acquisition::Held { backend, sent_at }),
-        Attempt::Busy { holder_ttl } => holder_ttl,
-    };
+        Attempt::Busy { .. } => {}
+    }
     let deadline = match config.wait {
         Wait::For(limit) if limit.is_zero() => {
             report::info(format_args!(
@@ -150,7 +150,7 @@ fn acquire(
         .name("wait".into())
         .spawn(move || {
             let mut backend = backend;
-            let result = wait::wait_for_lock(&mut *backend, holder_ttl, deadline, &waiter_gate);
+            let result = wait::wait_for_lock(&mut *backend, deadline, &waiter_gate);
             let report = match result {
                 Ok(Waited::Acquired { sent_at, gate }) => {
                     // Reported while the gate is still closed: see `CancelGate`.

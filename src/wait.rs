@@ -51,16 +51,14 @@ pub enum Waited<'gate> {
 }
 
 /// Waits until the lock is ours, `deadline` passes (`None`: forever) or `gate` is cancelled.
-/// The caller has already found the lock busy once, with `holder_ttl` left.
+/// The caller has already found the lock busy once.
 pub fn wait_for_lock<'gate>(
     backend: &mut dyn LockBackend,
-    holder_ttl: Option<Duration>,
     deadline: Option<Instant>,
     gate: &'gate CancelGate,
 ) -> Result<Waited<'gate>> {
     let mut subscription: Option<Subscription> = None;
     let mut next_try = Instant::now();
-    let mut holder_ttl = holder_ttl;
     let mut failures = 0u32;
     loop {
         if subscription.is_none() {
@@ -88,13 +86,13 @@ pub fn wait_for_lock<'gate>(
                         gate: closed,
                     })
                 }
-                Ok(Attempt::Busy { holder_ttl: left }) => {
+                Ok(Attempt::Busy { holder_ttl }) => {
                     failures = 0;
-                    holder_ttl = left;
-                    next_try = Instant::now() + retry_delay(holder_ttl);
+                    let delay = retry_delay(holder_ttl);
+                    next_try = Instant::now() + delay;
                     report::verbose(format_args!(
                         "still busy; next try in {} unless released sooner",
-                        report::duration(retry_delay(holder_ttl))
+                        report::duration(delay)
                     ));
                 }
                 Err(err) if is_transient(&err) => {
@@ -127,7 +125,6 @@ pub fn wait_for_lock<'gate>(
             },
             None => std::thread::sleep(pause),
         }
-        let _ = holder_ttl;
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use redis::{Client, Connection, ErrorKind, RedisError, Script};
+use redis::{Client, Connection, ErrorKind, IntoConnectionInfo, RedisError, Script};
 
 use super::{Attempt, LockBackend, LockRequest, Notice, Renewal, Subscription};
 use crate::config::RedisTarget;
@@ -38,6 +38,8 @@ struct Link {
     display: String,
     timeout: Duration,
     connection: Option<Connection>,
+    /// Whether the last call got as far as sending its command (it may have taken effect).
+    sent: bool,
 }
 
 impl SingleRedis {
@@ -47,7 +49,17 @@ impl SingleRedis {
             // rustls wants one process-wide crypto provider; only TLS runs pay for it.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let client = Client::open(target.url.as_str())
+        let info = target
+            .url
+            .as_str()
+            .into_connection_info()
+            .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
+        // Requests are small and each waits for its reply: Nagle's delay would only add
+        // latency. CLIENT SETINFO would add a command to every connection for no use of ours.
+        let nodelay = info.tcp_settings().clone().set_nodelay(true);
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_tcp_settings(nodelay).set_redis_settings(settings);
+        let client = Client::open(info)
             .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
         Ok(SingleRedis {
             link: Link {
@@ -55,6 +67,7 @@ impl SingleRedis {
                 display: target.display.clone(),
                 timeout,
                 connection: None,
+                sent: false,
             },
             identity: lock.identity(),
             lock,
@@ -70,6 +83,7 @@ impl Link {
         deadline: Option<Instant>,
         command: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T> {
+        self.sent = false;
         let limit = time_left(self.timeout, deadline)?;
         let connection = match self.connection.take() {
             Some(connection) => connection,
@@ -81,6 +95,7 @@ impl Link {
             .set_read_timeout(Some(limit))
             .and_then(|()| connection.set_write_timeout(Some(limit)))
             .map_err(|err| describe_error(err, &self.display))?;
+        self.sent = true;
         let result = command(&mut connection).map_err(|err| describe_error(err, &self.display))?;
         self.connection = Some(connection);
         Ok(result)
@@ -91,6 +106,7 @@ impl LockBackend for SingleRedis {
     fn try_acquire(&mut self) -> Result<Attempt> {
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
+        // A failure to connect sent nothing, and is not retried here.
         let mut retried = false;
         loop {
             let sent_at = Instant::now();
@@ -110,7 +126,7 @@ impl LockBackend for SingleRedis {
                     let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     return Ok(Attempt::Busy { holder_ttl });
                 }
-                Err(err) if retried || !is_transient(&err) => return Err(err),
+                Err(err) if retried || !self.link.sent || !is_transient(&err) => return Err(err),
                 Err(_) => retried = true,
             }
         }
