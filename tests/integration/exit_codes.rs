@@ -1,0 +1,291 @@
+//! Exit statuses and what the command sees: its own status passed through, 128+S for a
+//! signal death, 75 / -E when the lock is not obtained, 126 / 127 when the command cannot
+//! run; stdout untouched; the REDLOCK_* environment.
+
+use std::fs;
+use std::time::Duration;
+
+use crate::support::*;
+
+#[test]
+fn command_status_is_passed_through() {
+    let server = RedisServer::start();
+    for code in [0, 1, 7, 42, 255] {
+        server
+            .cmd()
+            .args(["-k", "status", "--", "sh", "-c"])
+            .arg(format!("exit {code}"))
+            .run()
+            .assert_code(code);
+    }
+    assert_eq!(server.dbsize(), 0);
+}
+
+#[test]
+fn command_killed_by_a_signal_gives_128_plus_signal() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args(["-k", "sig", "--", "sh", "-c", "kill -KILL $$"])
+        .run()
+        .assert_code(137);
+    server
+        .cmd()
+        .args(["-k", "sig", "--", "sh", "-c", "kill -TERM $$"])
+        .run()
+        .assert_code(143);
+    assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
+}
+
+/// stdout carries exactly the command's bytes, even with -v (which talks on stderr).
+#[test]
+fn stdout_is_only_the_command_output() {
+    let server = RedisServer::start();
+    let expected: &[u8] = b"hello\nworld\x00\xff\xfe no newline";
+    for verbose in [false, true] {
+        let mut cmd = server.cmd().args(["-k", "out"]);
+        if verbose {
+            cmd = cmd.arg("-v");
+        }
+        let out = cmd
+            .args(["--", "printf", "hello\\nworld\\000\\377\\376 no newline"])
+            .run();
+        out.assert_code(0).assert_stderr_prefixed();
+        assert_eq!(out.stdout, expected, "verbose={verbose}");
+        if verbose {
+            assert!(!out.stderr.is_empty(), "-v printed nothing on stderr");
+        }
+    }
+    // The command's own stderr passes through as well.
+    let out = server
+        .cmd()
+        .args(["-k", "out", "-q", "--", "sh", "-c", "echo oops >&2"])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stderr, "oops\n");
+    assert!(out.stdout.is_empty());
+}
+
+/// The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_TTL_MS, and the token is the one
+/// stored in Redis.
+#[test]
+fn command_environment_describes_the_lock() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("env");
+    let script = dir.script(
+        "show-env",
+        &format!(
+            "printf '%s\\n%s\\n%s\\n' \"$REDLOCK_KEY\" \"$REDLOCK_TOKEN\" \"$REDLOCK_TTL_MS\" > '{env}.tmp'\n\
+             mv '{env}.tmp' '{env}'\n{hold}",
+            env = dir.join("env").display(),
+            hold = hold_until(&dir, "ready", "go", 0)
+        ),
+    );
+    let mut holder = server
+        .cmd()
+        .args(["-k", "envtest", "-t", "5s", "--"])
+        .arg(&script)
+        .spawn();
+    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let env = dir.read("env");
+    let lines: Vec<&str> = env.lines().collect();
+    assert_eq!(lines.len(), 3, "env file: {env:?}");
+    assert_eq!(lines[0], "redlock:envtest");
+    assert_uuid_v4(lines[1]);
+    assert_eq!(lines[2], "5000");
+    let value = server
+        .get("redlock:envtest")
+        .expect("lock key missing while the command runs");
+    assert_eq!(token_of(&value), lines[1], "stored value: {value}");
+    assert!(value.ends_with('}'), "value is not a JSON object: {value}");
+    let pttl = server.pttl("redlock:envtest");
+    assert!((1..=5000).contains(&pttl), "pttl {pttl}");
+    release(&dir);
+    holder.wait().assert_code(0);
+    assert_eq!(server.dbsize(), 0);
+
+    // A custom prefix and a bare-number TTL (seconds).
+    fs::remove_file(dir.join("go")).unwrap();
+    fs::remove_file(dir.join("ready")).unwrap();
+    fs::remove_file(dir.join("env")).unwrap();
+    let mut holder = server
+        .cmd()
+        .args(["-k", "envtest", "--prefix", "app/", "-t", "2", "--"])
+        .arg(&script)
+        .spawn();
+    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let env = dir.read("env");
+    let lines: Vec<&str> = env.lines().collect();
+    assert_eq!(lines[0], "app/envtest");
+    assert_eq!(lines[2], "2000");
+    assert_eq!(
+        token_of(&server.get("app/envtest").expect("app/envtest missing")),
+        lines[1]
+    );
+    release(&dir);
+    holder.wait().assert_code(0);
+    assert_eq!(server.dbsize(), 0);
+}
+
+/// --no-wait on a busy lock exits 75 (or the -E code) and never runs the command;
+/// --wait 500ms gives up after about half a second.
+#[test]
+fn busy_lock_is_not_obtained() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("busy");
+    let holder = start_holder(&server, &dir, "busy", &[]);
+    let held = server.lock_value("busy").expect("holder's key missing");
+    let ran = dir.join("ran");
+
+    let out = server
+        .cmd()
+        .args(["-k", "busy", "--no-wait", "--", "touch"])
+        .arg(&ran)
+        .run();
+    out.assert_code(75).assert_stderr_prefixed();
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "--no-wait took {:?}",
+        out.elapsed
+    );
+
+    server
+        .cmd()
+        .args(["-k", "busy", "-E", "3", "--no-wait", "--", "touch"])
+        .arg(&ran)
+        .run()
+        .assert_code(3);
+
+    server
+        .cmd()
+        .args(["-k", "busy", "-n", "--", "touch"])
+        .arg(&ran)
+        .run()
+        .assert_code(75);
+
+    let out = server
+        .cmd()
+        .args(["-k", "busy", "--wait", "500ms", "--", "touch"])
+        .arg(&ran)
+        .run();
+    out.assert_code(75);
+    eprintln!("--wait 500ms gave up after {:?}", out.elapsed);
+    assert!(
+        out.elapsed >= Duration::from_millis(450),
+        "gave up too early: {:?}",
+        out.elapsed
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(5),
+        "gave up too late: {:?}",
+        out.elapsed
+    );
+
+    assert!(!ran.exists(), "a command ran without the lock");
+    assert_eq!(
+        server.lock_value("busy"),
+        Some(held),
+        "holder's key changed"
+    );
+    assert_eq!(server.dbsize(), 1, "keys: {:?}", server.keys());
+    release(&dir);
+    holder.wait().assert_code(0);
+    assert_eq!(server.dbsize(), 0);
+}
+
+/// --wait longer than the holder's job gets the lock.
+#[test]
+fn bounded_wait_succeeds_when_the_holder_finishes_in_time() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("waitok");
+    let holder = start_holder(&server, &dir, "w", &[]);
+    let waiter = server
+        .cmd()
+        .args(["-k", "w", "--wait", "20s", "--", "touch"])
+        .arg(dir.join("ran"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() > 0
+    });
+    assert!(!dir.exists("ran"));
+    release(&dir);
+    holder.wait().assert_code(0);
+    waiter.wait().assert_code(0);
+    assert!(dir.exists("ran"));
+    assert_eq!(server.dbsize(), 0);
+}
+
+#[test]
+fn non_executable_command_gives_126_and_releases() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("126");
+    let file = dir.join("not-executable");
+    fs::write(&file, "#!/bin/sh\necho should not run\n").unwrap();
+    let out = server.cmd().args(["-k", "x", "--"]).arg(&file).run();
+    out.assert_code(126).assert_stderr_prefixed();
+    assert!(out.stdout.is_empty());
+    assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
+
+    // A directory cannot be executed either.
+    server
+        .cmd()
+        .args(["-k", "x", "--"])
+        .arg(dir.path())
+        .run()
+        .assert_code(126);
+    assert_eq!(server.dbsize(), 0);
+}
+
+#[test]
+fn missing_command_gives_127_and_releases() {
+    let server = RedisServer::start();
+    let out = server
+        .cmd()
+        .args(["-k", "x", "--", "redlock-run-no-such-command-xyz"])
+        .run();
+    out.assert_code(127).assert_stderr_prefixed();
+    assert!(
+        out.stderr.contains("redlock-run-no-such-command-xyz"),
+        "stderr does not name the command: {}",
+        out.stderr
+    );
+    assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
+
+    server
+        .cmd()
+        .args(["-k", "x", "--", "/nonexistent/dir/cmd"])
+        .run()
+        .assert_code(127);
+    assert_eq!(server.dbsize(), 0);
+}
+
+#[test]
+fn shell_mode_runs_a_pipeline() {
+    let server = RedisServer::start();
+    let out = server
+        .cmd()
+        .args(["-k", "sh", "--shell", "echo a | cat; echo \"$REDLOCK_KEY\""])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str(), "a\nredlock:sh\n");
+    server
+        .cmd()
+        .args(["-k", "sh", "-c", "exit 9"])
+        .run()
+        .assert_code(9);
+    assert_eq!(server.dbsize(), 0);
+}
+
+/// Arguments after -- reach the command verbatim, including ones that look like flags.
+#[test]
+fn command_arguments_are_passed_verbatim() {
+    let server = RedisServer::start();
+    let out = server
+        .cmd()
+        .args([
+            "-k", "args", "--", "printf", "[%s]", "-k", "--ttl", "a b", "", "--",
+        ])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str(), "[-k][--ttl][a b][][--]");
+}

@@ -1,0 +1,11 @@
+//! The integration suite: one test binary, one module per theme. Every test starts its own
+//! `redis-server` (see `support`), so tests run in parallel and never skip.
+
+mod completions;
+mod errors;
+mod exclusion;
+mod exit_codes;
+mod lease;
+mod signals;
+mod support;
+mod tls;

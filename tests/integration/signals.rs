@@ -1,0 +1,212 @@
+//! Signals sent to the wrapper: forwarded once to the command's process group, the lock
+//! released afterwards; a signal while waiting aborts the wait; a SIGKILLed wrapper takes
+//! its command down with it (parent-death signal) and the lease then expires.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A command that records each signal it receives (by name, one line each) and exits with
+/// a per-signal code.
+fn trapping_script(dir: &TempDir) -> std::path::PathBuf {
+    let log = dir.join("signals");
+    // No core files from a forwarded SIGQUIT hitting `sleep`.
+    let mut body = String::from("ulimit -c 0 2>/dev/null\n");
+    for (name, code) in [
+        ("TERM", 10),
+        ("HUP", 11),
+        ("INT", 12),
+        ("USR1", 13),
+        ("USR2", 14),
+        ("QUIT", 15),
+    ] {
+        body.push_str(&format!(
+            "trap 'echo {name} >> \"{log}\"; exit {code}' {name}\n",
+            log = log.display()
+        ));
+    }
+    body.push_str(&format!(
+        "echo $$ > '{pid}'\ntouch '{ready}'\nwhile :; do sleep 0.05; done",
+        pid = dir.join("pid").display(),
+        ready = dir.join("ready").display()
+    ));
+    dir.script("trapper", &body)
+}
+
+#[track_caller]
+fn check_forwarded(sig: i32, name: &str, code: i32) {
+    let server = RedisServer::start();
+    let dir = TempDir::new(&format!("fwd-{name}"));
+    let script = trapping_script(&dir);
+    let mut wrapper = server.cmd().args(["-k", "fwd", "--"]).arg(script).spawn();
+    wrapper.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    assert!(server.exists("redlock:fwd"));
+    wrapper.signal(sig);
+    let out = wrapper.wait_within(Duration::from_secs(15));
+    out.assert_code(code);
+    let log = dir.read("signals");
+    assert_eq!(log, name, "signals the command received");
+    assert_eq!(
+        server.dbsize(),
+        0,
+        "key not released after SIG{name}: {:?}",
+        server.keys()
+    );
+}
+
+#[test]
+fn sigterm_is_forwarded_once() {
+    check_forwarded(libc::SIGTERM, "TERM", 10);
+}
+
+#[test]
+fn sighup_is_forwarded_once() {
+    check_forwarded(libc::SIGHUP, "HUP", 11);
+}
+
+#[test]
+fn sigint_is_forwarded_once() {
+    check_forwarded(libc::SIGINT, "INT", 12);
+}
+
+#[test]
+fn sigusr1_is_forwarded_once() {
+    check_forwarded(libc::SIGUSR1, "USR1", 13);
+}
+
+#[test]
+fn sigusr2_is_forwarded_once() {
+    check_forwarded(libc::SIGUSR2, "USR2", 14);
+}
+
+#[test]
+fn sigquit_is_forwarded_once() {
+    check_forwarded(libc::SIGQUIT, "QUIT", 15);
+}
+
+/// A command that does not handle SIGTERM dies of it, and the wrapper reports 143.
+#[test]
+fn command_dying_of_forwarded_sigterm_gives_143() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("term143");
+    let script = dir.script(
+        "sleeper",
+        &format!("echo $$ > '{}'\nexec sleep 100", dir.join("pid").display()),
+    );
+    let mut wrapper = server.cmd().args(["-k", "t", "--"]).arg(script).spawn();
+    let pid = wrapper.read_pid(&dir.join("pid"));
+    // The pid file is written before exec: wait until the exec happened so the signal hits
+    // sleep and not the shell.
+    wait_until(Duration::from_secs(10), "exec of sleep", || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    wrapper.signal(libc::SIGTERM);
+    wrapper
+        .wait_within(Duration::from_secs(15))
+        .assert_code(143);
+    assert!(!pid_alive(pid));
+    assert_eq!(server.dbsize(), 0);
+}
+
+/// The command runs in its own process group, not the wrapper's.
+#[test]
+fn command_runs_in_its_own_process_group() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("pgrp");
+    let script = dir.script(
+        "p",
+        &format!(
+            "echo $$ > '{}'\n{}",
+            dir.join("pid").display(),
+            hold_until(&dir, "ready", "go", 0)
+        ),
+    );
+    let mut wrapper = server.cmd().args(["-k", "g", "--"]).arg(script).spawn();
+    let pid = wrapper.read_pid(&dir.join("pid"));
+    wrapper.wait_for_file(&dir.join("ready"), Duration::from_secs(10));
+    assert_eq!(pgid_of(pid), Some(pid), "command is not a group leader");
+    assert_ne!(pgid_of(wrapper.pid()), Some(pid));
+    release(&dir);
+    wrapper.wait().assert_code(0);
+}
+
+/// SIGTERM to a wrapper waiting for a busy lock: exits 143 promptly, its command never
+/// runs, and the holder's key is untouched.
+#[test]
+fn sigterm_while_waiting_aborts_the_wait() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("waitsig");
+    let holder = start_holder(&server, &dir, "busy", &[]);
+    let held = server.lock_value("busy").expect("holder's key");
+    let waiter = server
+        .cmd()
+        .args(["-k", "busy", "--", "touch"])
+        .arg(dir.join("ran"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() > 0
+    });
+    waiter.signal(libc::SIGTERM);
+    let out = waiter.wait_within(Duration::from_secs(10));
+    out.assert_code(143);
+    assert!(!dir.exists("ran"), "the waiter's command ran");
+    assert_eq!(
+        server.lock_value("busy"),
+        Some(held),
+        "holder's key changed"
+    );
+    assert_eq!(server.dbsize(), 1, "keys: {:?}", server.keys());
+    release(&dir);
+    holder.wait().assert_code(0);
+    assert_eq!(server.dbsize(), 0);
+}
+
+/// SIGINT while waiting with a bounded --wait: 130, nothing run.
+#[test]
+fn sigint_while_waiting_gives_130() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("waitint");
+    let holder = start_holder(&server, &dir, "busy", &[]);
+    let waiter = server
+        .cmd()
+        .args(["-k", "busy", "--wait", "60s", "--", "touch"])
+        .arg(dir.join("ran"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() > 0
+    });
+    waiter.signal(libc::SIGINT);
+    waiter.wait_within(Duration::from_secs(10)).assert_code(130);
+    assert!(!dir.exists("ran"));
+    assert_eq!(server.dbsize(), 1);
+    release(&dir);
+    holder.wait().assert_code(0);
+}
+
+/// SIGKILL of the wrapper: the command dies too (parent-death signal) and the key expires by
+/// its TTL.
+#[test]
+fn sigkilled_wrapper_takes_the_command_down_and_the_key_expires() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("sigkill");
+    let script = dir.script(
+        "child",
+        &format!("echo $$ > '{}'\nexec sleep 100", dir.join("pid").display()),
+    );
+    let mut wrapper = server
+        .cmd()
+        .args(["-k", "orphan", "-t", "1s", "--"])
+        .arg(script)
+        .spawn();
+    let pid = wrapper.read_pid(&dir.join("pid"));
+    assert!(server.exists("redlock:orphan"));
+    wrapper.signal(libc::SIGKILL);
+    wait_until(Duration::from_secs(5), "the wrapper to die", || {
+        wrapper.has_exited()
+    });
+    let took = wait_for_death(pid, Duration::from_secs(5));
+    eprintln!("command died {took:?} after the wrapper was killed");
+    wait_until(Duration::from_secs(5), "the key to expire", || {
+        !server.exists("redlock:orphan")
+    });
+}
