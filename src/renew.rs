@@ -1,6 +1,7 @@
 //! The watchdog: a thread that renews the lease on schedule while the command runs and
-//! reports to the supervisor when the lock is lost. It owns the backend while it runs and
-//! hands it back on `stop`, so one connection serves acquire, renew and release.
+//! reports to the supervisor when the lock is lost. It shares the backend with the main
+//! thread, which uses it again for the release once renewals have stopped, so one
+//! connection serves acquire, renew and release.
 //!
 //! Timing, all on the monotonic clock (`Instant`), so a wall-clock jump on this machine can
 //! neither stretch nor shorten a lease:
@@ -13,9 +14,8 @@
 //!   capped at half the time between a renewal being due and the lease ending, so that there
 //!   is always time to retry.
 
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -68,9 +68,11 @@ pub enum Loss {
 
 pub struct Renewer {
     stop: Sender<()>,
-    thread: JoinHandle<Box<dyn LockBackend>>,
+    backend: SharedBackend,
     valid_until: Arc<Mutex<Instant>>,
 }
+
+type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
 
 impl Renewer {
     /// Starts renewing a lease acquired by a command sent at `sent_at`.
@@ -82,53 +84,47 @@ impl Renewer {
     ) -> Result<Renewer> {
         let (stop, stopped) = mpsc::channel();
         let valid_until = Arc::new(Mutex::new(sent_at + timing.validity()));
-        let shared_valid_until = Arc::clone(&valid_until);
-        let thread = std::thread::Builder::new()
+        let backend: SharedBackend = Arc::new(Mutex::new(backend));
+        let (thread_backend, thread_valid_until) = (Arc::clone(&backend), Arc::clone(&valid_until));
+        std::thread::Builder::new()
             .name("renew".into())
             .spawn(move || {
-                let mut backend = backend;
-                if let Some(loss) = renew_until_stopped(
-                    &mut *backend,
+                let loss = renew_until_stopped(
+                    &thread_backend,
                     timing,
                     sent_at,
                     &stopped,
-                    &shared_valid_until,
-                ) {
+                    &thread_valid_until,
+                );
+                if let Some(loss) = loss {
                     let _ = events.send(Event::LockLost(loss));
-                    // Stay until told to stop: the supervisor still needs the backend back.
-                    let _ = stopped.recv();
                 }
-                backend
             })
             .context("cannot start the renewal thread")?;
         Ok(Renewer {
             stop,
-            thread,
+            backend,
             valid_until,
         })
     }
 
     /// Until when the lease surely holds, by the last successful renewal.
     pub fn valid_until(&self) -> Instant {
-        *self
-            .valid_until
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        *lock(&self.valid_until)
     }
 
-    /// Stops renewing and returns the backend for the release.
-    pub fn stop(self) -> Box<dyn LockBackend> {
+    /// Stops renewing and hands over the backend for the release. A renewal in flight
+    /// finishes first; none starts after. The thread itself is not waited for: it ends on
+    /// its own, or with the process.
+    pub fn stop(self) -> SharedBackend {
         let _ = self.stop.send(());
-        match self.thread.join() {
-            Ok(backend) => backend,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
+        self.backend
     }
 }
 
 /// Renews on schedule until told to stop (`None`) or until the lock is lost (`Some`).
 fn renew_until_stopped(
-    backend: &mut dyn LockBackend,
+    backend: &Mutex<Box<dyn LockBackend>>,
     timing: LeaseTiming,
     mut sent_at: Instant,
     stop: &mpsc::Receiver<()>,
@@ -152,17 +148,22 @@ fn renew_until_stopped(
                 last_error,
             });
         }
+        let mut backend = lock(backend);
+        // Stopped while this thread was waking up: the release may already have happened.
+        if !matches!(stop.try_recv(), Err(TryRecvError::Empty)) {
+            return None;
+        }
         let attempt_sent = Instant::now();
-        match backend.renew(give_up_at) {
+        let renewal = backend.renew(give_up_at);
+        drop(backend);
+        match renewal {
             Ok(Renewal::Extended) => {
                 if failures > 0 {
                     report::verbose(format_args!("renewed after {failures} failed attempts"));
                 }
                 failures = 0;
                 sent_at = attempt_sent;
-                *shared_valid_until
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = sent_at + timing.validity();
+                *lock(shared_valid_until) = sent_at + timing.validity();
                 next_renewal = sent_at + timing.renew_every;
                 report::verbose(format_args!("lease renewed"));
             }
@@ -178,6 +179,13 @@ fn renew_until_stopped(
             }
         }
     }
+}
+
+/// A poisoned lock only means another thread panicked, and a panic aborts this process.
+pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

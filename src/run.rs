@@ -4,7 +4,6 @@
 //! is ours, and the lock is released only once the command's whole process group is gone.
 
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -14,9 +13,9 @@ use crate::backend::{Attempt, LockBackend, LockRequest};
 use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
 use crate::exit::Outcome;
-use crate::renew::{LeaseTiming, Renewer};
-use crate::supervise::{self, Event, WaitReport};
-use crate::wait::{self, CancelGate, Waited};
+use crate::renew::{self, LeaseTiming, Renewer};
+use crate::supervise::{self, Event};
+use crate::wait::{self, Waited};
 use crate::{report, signals};
 
 /// Runs the configured command under the lock. Every failure is reported here, once.
@@ -103,15 +102,15 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         config.kill_after,
     );
     let valid_until = renewer.valid_until();
-    let mut backend = renewer.stop();
+    let backend = renewer.stop();
+    // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
+    release(&mut **renew::lock(&backend), config, valid_until);
     let supervised = supervised?;
-    if supervised.lost {
-        // Whatever is under the key now is not ours; the lease, if any, is running out.
-        release(&mut *backend, config, valid_until);
-        return Ok(Outcome::LockLost);
-    }
-    release(&mut *backend, config, valid_until);
-    Ok(Outcome::Command(supervised.status))
+    Ok(if supervised.lost {
+        Outcome::LockLost
+    } else {
+        Outcome::Command(supervised.status)
+    })
 }
 
 /// Takes the lock, waiting for it per `--wait` if it is busy.
@@ -141,70 +140,24 @@ fn acquire(
         Wait::Forever => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
-
-    // The wait runs on a thread of its own so that this thread stays free to hear signals.
-    let gate = Arc::new(CancelGate::default());
-    let waiter_gate = Arc::clone(&gate);
-    let report_to = events_tx.clone();
-    std::thread::Builder::new()
-        .name("wait".into())
-        .spawn(move || {
-            let mut backend = backend;
-            let result = wait::wait_for_lock(&mut *backend, deadline, &waiter_gate);
-            let report = match result {
-                Ok(Waited::Acquired { sent_at, gate }) => {
-                    // Reported while the gate is still closed: see `CancelGate`.
-                    let _ = report_to
-                        .send(Event::Waited(Ok(WaitReport::Acquired { backend, sent_at })));
-                    drop(gate);
-                    return;
-                }
-                Ok(Waited::TimedOut) => Ok(WaitReport::TimedOut { backend }),
-                Ok(Waited::Cancelled) => return,
-                Err(err) => Err(err),
-            };
-            let _ = report_to.send(Event::Waited(report));
-        })
-        .context("cannot start the wait thread")?;
-
-    loop {
-        match events
-            .recv()
-            .context("internal error: the event channel closed")?
-        {
-            Event::Waited(Ok(WaitReport::Acquired { backend, sent_at })) => {
-                return Ok(Acquisition::Held { backend, sent_at })
-            }
-            Event::Waited(Ok(WaitReport::TimedOut { .. })) => {
-                report::info(format_args!(
-                    "{} is still held by another process after {}; giving up",
-                    config.key,
-                    report::duration(started.elapsed())
-                ));
-                return Ok(not_acquired(config));
-            }
-            Event::Waited(Err(err)) => {
-                return Err(err.context(format!("cannot wait for {}", config.key)))
-            }
-            Event::Signal { signal, .. } => {
-                gate.cancel();
-                // The waiter may have taken the lock just before the gate closed.
-                while let Ok(event) = events.try_recv() {
-                    if let Event::Waited(Ok(WaitReport::Acquired {
-                        mut backend,
-                        sent_at,
-                    })) = event
-                    {
-                        release(&mut *backend, config, sent_at + config.ttl);
-                    }
-                }
-                report::verbose(format_args!(
-                    "{} while waiting; giving up",
-                    signals::name(signal)
-                ));
-                return Ok(Acquisition::Ended(Outcome::Interrupted { signal }));
-            }
-            Event::ChildExited | Event::ChildStopped | Event::LockLost(_) => {}
+    let waited = wait::wait_for_lock(&mut *backend, deadline, events_tx, events)
+        .with_context(|| format!("cannot wait for {}", config.key))?;
+    match waited {
+        Waited::Acquired { sent_at } => Ok(Acquisition::Held { backend, sent_at }),
+        Waited::TimedOut => {
+            report::info(format_args!(
+                "{} is still held by another process after {}; giving up",
+                config.key,
+                report::duration(started.elapsed())
+            ));
+            Ok(not_acquired(config))
+        }
+        Waited::Interrupted { signal } => {
+            report::verbose(format_args!(
+                "{} while waiting; giving up",
+                signals::name(signal)
+            ));
+            Ok(Acquisition::Ended(Outcome::Interrupted { signal }))
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::LockBackend;
+use crate::backend::Notice;
 use crate::child::Child;
 use crate::renew::{Loss, Renewer};
 use crate::report;
@@ -28,19 +28,8 @@ pub enum Event {
     ChildStopped,
     /// The renewal thread could not keep the lock.
     LockLost(Loss),
-    /// The waiter thread is done (only while waiting for a busy lock).
-    Waited(Result<WaitReport>),
-}
-
-/// How a wait ended; the backend comes back with it.
-pub enum WaitReport {
-    Acquired {
-        backend: Box<dyn LockBackend>,
-        sent_at: Instant,
-    },
-    TimedOut {
-        backend: Box<dyn LockBackend>,
-    },
+    /// A release notice (only while waiting for a busy lock).
+    Notice(Notice),
 }
 
 pub struct Supervised {
@@ -161,7 +150,7 @@ pub fn supervise(
                     lost: kill_at.is_some(),
                 });
             }
-            Event::Waited(_) => {}
+            Event::Notice(_) => {}
         }
     }
 }

@@ -1,20 +1,22 @@
 //! Waiting for a busy lock: subscribe to release notices, then try again on each notice or
 //! when the holder's lease would have run out, until the lock is ours, the deadline passes,
-//! or the wait is cancelled by a signal. It never polls on a fixed tick: a waiter costs Redis
-//! one command per notice, or one per holder lease (two thirds of the holder's TTL while it
+//! or a signal ends the wait. It never polls on a fixed tick: a waiter costs Redis one
+//! command per notice, or one per holder lease (two thirds of the holder's TTL while it
 //! renews), and starts within a round trip of a release.
 //!
-//! It owns no processes and prints nothing but `-v` detail; `run.rs` decides what a result
-//! means.
+//! It runs on the main thread and listens on the same event channel as the supervisor, so a
+//! signal and a release notice are heard in the order they came; an attempt in flight when a
+//! signal arrives finishes first, and `run.rs` releases a lock that was taken that way. It
+//! prints nothing but `-v` detail; `run.rs` decides what a result means.
 
-use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use crate::backend::{single::is_transient, Attempt, LockBackend, Notice, Subscription};
 use crate::report;
+use crate::supervise::Event;
 
 /// Re-check a key that has no TTL (not ours to judge: another tool's lock or another
 /// application's data) this often; only a release notice or its deletion frees it.
@@ -23,46 +25,35 @@ const NO_TTL_RECHECK: Duration = Duration::from_secs(10);
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
-/// Lets the main thread stop a waiter between attempts, never in the middle of one: after
-/// `cancel` returns, the waiter has either not taken the lock or has already reported it.
-#[derive(Default)]
-pub struct CancelGate(Mutex<bool>);
-
-impl CancelGate {
-    pub fn cancel(&self) {
-        *lock(&self.0) = true;
-    }
-}
-
-fn lock(mutex: &Mutex<bool>) -> MutexGuard<'_, bool> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-pub enum Waited<'gate> {
-    /// The lock is ours. The gate stays closed until the caller has reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// The lock is ours; the lease started no earlier than `sent_at`.
     Acquired {
         sent_at: Instant,
-        gate: MutexGuard<'gate, bool>,
     },
     TimedOut,
-    Cancelled,
+    /// A signal arrived; nothing was taken.
+    Interrupted {
+        signal: libc::c_int,
+    },
 }
 
-/// Waits until the lock is ours, `deadline` passes (`None`: forever) or `gate` is cancelled.
-/// The caller has already found the lock busy once.
-pub fn wait_for_lock<'gate>(
+/// Waits until the lock is ours, `deadline` passes (`None`: forever) or a signal arrives on
+/// `events`. The caller has already found the lock busy once.
+pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
     deadline: Option<Instant>,
-    gate: &'gate CancelGate,
-) -> Result<Waited<'gate>> {
+    events_tx: &Sender<Event>,
+    events: &Receiver<Event>,
+) -> Result<Waited> {
     let mut subscription: Option<Subscription> = None;
     let mut next_try = Instant::now();
     let mut failures = 0u32;
     loop {
         if subscription.is_none() {
-            match backend.subscribe() {
+            let notices = events_tx.clone();
+            let forward = Box::new(move |notice| notices.send(Event::Notice(notice)).is_ok());
+            match backend.subscribe(forward) {
                 Ok(subscribed) => subscription = Some(subscribed),
                 Err(err) if is_transient(&err) => {
                     failures += 1;
@@ -75,17 +66,8 @@ pub fn wait_for_lock<'gate>(
 
         // Subscribed first, then tried: a release between the two cannot be missed.
         if subscription.is_some() && Instant::now() >= next_try {
-            let closed = lock(&gate.0);
-            if *closed {
-                return Ok(Waited::Cancelled);
-            }
             match backend.try_acquire() {
-                Ok(Attempt::Acquired { sent_at }) => {
-                    return Ok(Waited::Acquired {
-                        sent_at,
-                        gate: closed,
-                    })
-                }
+                Ok(Attempt::Acquired { sent_at }) => return Ok(Waited::Acquired { sent_at }),
                 Ok(Attempt::Busy { holder_ttl }) => {
                     failures = 0;
                     let delay = retry_delay(holder_ttl);
@@ -109,21 +91,18 @@ pub fn wait_for_lock<'gate>(
             return Ok(Waited::TimedOut);
         }
         let wake_at = deadline.map_or(next_try, |deadline| next_try.min(deadline));
-        let pause = wake_at.saturating_duration_since(now);
-        match &subscription {
-            Some(subscribed) => match subscribed.notices.recv_timeout(pause) {
-                Ok(Notice::Released) => {
-                    report::verbose(format_args!("released by its holder; trying now"));
-                    next_try = Instant::now();
-                }
-                Ok(Notice::Broken(err)) => {
-                    report::verbose(format_args!("{err:#}; subscribing again"));
-                    subscription = None;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => subscription = None,
-            },
-            None => std::thread::sleep(pause),
+        match events.recv_timeout(wake_at.saturating_duration_since(now)) {
+            Ok(Event::Notice(Notice::Released)) => {
+                report::verbose(format_args!("released by its holder; trying now"));
+                next_try = Instant::now();
+            }
+            Ok(Event::Notice(Notice::Broken(err))) => {
+                report::verbose(format_args!("{err:#}; subscribing again"));
+                subscription = None;
+            }
+            Ok(Event::Signal { signal, .. }) => return Ok(Waited::Interrupted { signal }),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => bail!("internal error: event channel closed"),
         }
     }
 }

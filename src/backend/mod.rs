@@ -11,7 +11,6 @@
 pub mod single;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -96,17 +95,19 @@ pub enum Notice {
     Broken(anyhow::Error),
 }
 
-/// Release notices for one lock, arriving on `notices`. Dropping it ends the subscription
-/// (its thread notices within a second and closes the connection).
+/// Where release notices go: called from the subscription's thread with each notice;
+/// returns false once nobody listens any more.
+pub type NoticeSink = Box<dyn FnMut(Notice) -> bool + Send>;
+
+/// An active subscription to release notices. Dropping it ends the subscription (its
+/// thread notices within a second and closes the connection).
 pub struct Subscription {
-    pub notices: Receiver<Notice>,
     stopped: Arc<AtomicBool>,
 }
 
 impl Subscription {
-    pub fn new(notices: Receiver<Notice>) -> Subscription {
+    pub fn new() -> Subscription {
         Subscription {
-            notices,
             stopped: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -114,6 +115,12 @@ impl Subscription {
     /// The flag the listening side checks to learn that nobody listens any more.
     pub fn stopped_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stopped)
+    }
+}
+
+impl Default for Subscription {
+    fn default() -> Self {
+        Subscription::new()
     }
 }
 
@@ -136,9 +143,9 @@ pub trait LockBackend: Send {
     /// ours any more. Gives up at `deadline`.
     fn release(&mut self, deadline: Instant) -> Result<bool>;
 
-    /// Subscribe to release notices. Returns once the subscription is active, so a release
-    /// after this call returns is never missed.
-    fn subscribe(&mut self) -> Result<Subscription>;
+    /// Subscribe to release notices, passed to `sink` as they come. Returns once the
+    /// subscription is active, so a release after this call returns is never missed.
+    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription>;
 
     /// Where the lock lives, safe to print.
     fn describe(&self) -> &str;

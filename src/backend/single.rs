@@ -6,14 +6,14 @@
 //! would be read as the answer to the next command); the next call reconnects.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use redis::{Client, Connection, ErrorKind, IntoConnectionInfo, RedisError, Script};
 
-use super::{Attempt, LockBackend, LockRequest, Notice, Renewal, Subscription};
+use super::{Attempt, LockBackend, LockRequest, Notice, NoticeSink, Renewal, Subscription};
 use crate::config::RedisTarget;
 
 static ACQUIRE: LazyLock<Script> =
@@ -158,15 +158,14 @@ impl LockBackend for SingleRedis {
         Ok(released == 1)
     }
 
-    fn subscribe(&mut self) -> Result<Subscription> {
+    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
         let link = &self.link;
         let mut connection = connect(&link.client, &link.display, link.timeout)?;
         let channel = self.lock.release_channel();
         let display = link.display.clone();
         let timeout = link.timeout;
-        let (notices, receiver) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
-        let subscription = Subscription::new(receiver);
+        let subscription = Subscription::new();
         let stopped = subscription.stopped_flag();
         // The subscription borrows its connection for as long as it lives, so it lives on a
         // thread of its own and passes notices on.
@@ -183,7 +182,7 @@ impl LockBackend for SingleRedis {
                     return;
                 }
                 let _ = ready_tx.send(Ok(()));
-                listen(pubsub, &notices, &stopped, &display);
+                listen(pubsub, sink, &stopped, &display);
             })
             .context("cannot start a thread")?;
         match ready_rx.recv() {
@@ -202,7 +201,7 @@ impl LockBackend for SingleRedis {
 /// is dropped or the connection breaks.
 fn listen(
     mut pubsub: redis::PubSub<'_>,
-    notices: &Sender<Notice>,
+    mut sink: NoticeSink,
     stopped: &AtomicBool,
     display: &str,
 ) {
@@ -219,7 +218,7 @@ fn listen(
             Err(err) => Notice::Broken(describe_error(err, display)),
         };
         let broken = matches!(notice, Notice::Broken(_));
-        if notices.send(notice).is_err() || broken || stopped.load(Ordering::Relaxed) {
+        if !sink(notice) || broken || stopped.load(Ordering::Relaxed) {
             return;
         }
     }
