@@ -14,14 +14,15 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use crate::supervise::Event;
+use crate::{signals, spawn};
 
 /// How often to look whether processes left behind by the command have gone.
 const LEFTOVER_POLL: Duration = Duration::from_millis(10);
@@ -52,41 +53,8 @@ pub fn become_subreaper() {
 /// Starts `argv` in a new process group with `env` added. Call from the main thread.
 pub fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Child, SpawnError> {
     let terminal = in_terminal_foreground();
-    // SAFETY: getpid has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let mut command = Command::new(&argv[0]);
-    command.args(&argv[1..]);
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-
-    // safe functions (setpgid, prctl, getppid, sigprocmask, tcsetpgrp, getpid); it allocates
-    // nothing and takes no locks.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::setpgid(0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // Died between fork and prctl: the death signal was never armed.
-            if libc::getppid() != parent {
-                libc::_exit(128 + libc::SIGTERM);
-            }
-            if terminal {
-                // We are a background group now: without blocking SIGTTOU, taking the
-                // terminal would stop us.
-                with_sigttou_blocked(|| libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid()));
-            }
-            Ok(())
-        });
-    }
-    match command.spawn() {
-        Ok(child) => Ok(Child {
-            pid: child.id() as libc::pid_t,
-            terminal,
-        }),
+    match spawn::spawn(argv, env, terminal, &signals::FORWARDED) {
+        Ok(pid) => Ok(Child { pid, terminal }),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(err)),
         Err(err) => Err(SpawnError::CannotExecute(err)),
     }

@@ -11,5 +11,6 @@ pub mod renew;
 pub mod report;
 pub mod run;
 pub mod signals;
+pub mod spawn;
 pub mod supervise;
 pub mod wait;
