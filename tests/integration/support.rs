@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -461,6 +461,17 @@ impl RedisServer {
                     .collect()
             })
             .collect()
+    }
+
+    /// Any command, for state the other helpers do not cover (hashes, lists).
+    #[track_caller]
+    pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> T {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
     /// Number of clients currently subscribed to a channel or pattern (pub/sub waiters).
@@ -1007,6 +1018,26 @@ pub fn live_in_group(pgid: i32) -> Vec<i32> {
 /// The process group of `pid`.
 pub fn pgid_of(pid: i32) -> Option<i32> {
     proc_stat(pid)?.get(2)?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+/// Tests that load the machine (dozens of wrappers at once) hold this exclusively; tests whose
+/// assertions rest on margins of tens of milliseconds hold it shared. The two kinds then
+/// never run at the same time; timing-sensitive tests still run in parallel with each other,
+/// and every test with those that take neither.
+static LOAD: RwLock<()> = RwLock::new(());
+
+/// Taken by a test that loads the machine, for as long as it does.
+pub fn loading_the_machine() -> RwLockWriteGuard<'static, ()> {
+    LOAD.write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Taken by a test whose timing margins a loaded machine could eat.
+pub fn timing_sensitive() -> RwLockReadGuard<'static, ()> {
+    LOAD.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 // ---------------------------------------------------------------------------------------------
