@@ -1,15 +1,70 @@
-complete -c redlock-run -s k -l key -d 'Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)' -r
-complete -c redlock-run -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db' -r
-complete -c redlock-run -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
-complete -c redlock-run -s t -l ttl -d 'Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)' -r
-complete -c redlock-run -l renew-every -d 'How often the lease is renewed while the command runs [default: TTL/3]' -r
-complete -c redlock-run -s w -l wait -d 'How long to wait for a busy lock: a duration, or \'forever\' [default: forever]' -r
-complete -c redlock-run -s E -l conflict-exit-code -d 'Exit status when the lock was not obtained' -r
-complete -c redlock-run -l kill-after -d 'After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would expire on the server first)' -r
-complete -c redlock-run -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
-complete -c redlock-run -s c -l shell -d 'Run CMD with /bin/sh -c instead of -- COMMAND ARGS' -r
-complete -c redlock-run -s n -l no-wait -d 'Fail at once when the lock is busy (same as --wait 0)'
-complete -c redlock-run -s q -l quiet -d 'Print only errors on stderr'
-complete -c redlock-run -s v -l verbose -d 'Print each step (connect, acquire, renew, release) on stderr'
-complete -c redlock-run -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -s V -l version -d 'Print version'
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_redlock_run_global_optspecs
+    string join \n k/key= r/redis= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair min-hold= max-runtime= c/shell= q/quiet v/verbose h/help V/version
+end
+
+function __fish_redlock_run_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_redlock_run_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_redlock_run_using_subcommand
+    set -l cmd (__fish_redlock_run_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l renew-every -d 'How often the lease is renewed while the command runs [default: TTL/3]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: a duration, or \'forever\' [default: forever]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit status when the lock was not obtained' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would expire on the server first)' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore); every user of the key must pass the same N' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock until DUR after it was taken, even if the command ends sooner (so the same cron line on hosts with skewed clocks runs once)' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l shell -d 'Run CMD with /bin/sh -c instead of -- COMMAND ARGS' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Fail at once when the lock is busy (same as --wait 0)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fair -d 'Take the lock in the order the waiters arrived (first come, first served)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print only errors on stderr'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print each step (connect, acquire, renew, release) on stderr'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'Remove a stuck lock, saying whose it was; its holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Lock name' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of a line'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'Print a JSON array instead of lines'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s k -l key -d 'Lock name' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l force -d 'Required: releasing someone else\'s lock lets a second holder in'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; its holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

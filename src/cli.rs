@@ -2,7 +2,7 @@
 //! no I/O. `config.rs` turns this into a `Config` the rest of the program trusts. The `///`
 //! comments are the `--help` text.
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 
 /// Text shown after the options in `--help`: the exit-code table README documents too.
 pub const AFTER_HELP: &str = "\
@@ -13,9 +13,13 @@ Exit status:
   125      redlock-run itself failed and the command never ran (usage, Redis, auth, TLS)
   126      the command could not be executed
   127      the command was not found
+  124      --max-runtime ran out; the command was terminated
 
 The command receives REDLOCK_KEY (the full Redis key), REDLOCK_TOKEN (this holder's
-token) and REDLOCK_TTL_MS in its environment.";
+token), REDLOCK_FENCE (a number that grows with every acquisition of this lock) and
+REDLOCK_TTL_MS in its environment.
+
+To run a program named like a subcommand (status, list, release), put it after --.";
 
 /// Run a command while holding a named lock in Redis.
 ///
@@ -27,14 +31,23 @@ token) and REDLOCK_TTL_MS in its environment.";
     name = "redlock-run",
     version,
     after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
     override_usage = "redlock-run [OPTIONS] --key <KEY> -- <COMMAND> [ARGS]...\n       \
-                      redlock-run [OPTIONS] --key <KEY> --shell <CMD>"
+                      redlock-run [OPTIONS] --key <KEY> --shell <CMD>\n       \
+                      redlock-run <status|list|release> [OPTIONS]"
 )]
 pub struct Cli {
-    /// Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)
-    #[arg(short, long, value_name = "KEY")]
-    pub key: String,
+    #[command(subcommand)]
+    pub admin: Option<Admin>,
 
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// Where the locks live; shared by every form of the command.
+#[derive(Debug, Args)]
+pub struct Connection {
     /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db
     #[arg(
         short,
@@ -54,6 +67,26 @@ pub struct Cli {
         default_value = "redlock:"
     )]
     pub prefix: String,
+
+    /// Time limit for connecting to Redis and for each Redis command
+    #[arg(
+        long,
+        value_name = "DUR",
+        env = "REDLOCK_REDIS_TIMEOUT",
+        default_value = "5s"
+    )]
+    pub redis_timeout: String,
+}
+
+/// Running a command under the lock (the form without a subcommand).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)
+    #[arg(short, long, value_name = "KEY", required = true)]
+    pub key: Option<String>,
+
+    #[command(flatten)]
+    pub connection: Connection,
 
     /// Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)
     #[arg(
@@ -86,14 +119,23 @@ pub struct Cli {
     #[arg(long, value_name = "DUR", default_value = "10s")]
     pub kill_after: String,
 
-    /// Time limit for connecting to Redis and for each Redis command
-    #[arg(
-        long,
-        value_name = "DUR",
-        env = "REDLOCK_REDIS_TIMEOUT",
-        default_value = "5s"
-    )]
-    pub redis_timeout: String,
+    /// Let up to N holders run at once (a semaphore); every user of the key must pass the
+    /// same N
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub limit: u32,
+
+    /// Take the lock in the order the waiters arrived (first come, first served)
+    #[arg(long)]
+    pub fair: bool,
+
+    /// Keep the lock until DUR after it was taken, even if the command ends sooner (so the
+    /// same cron line on hosts with skewed clocks runs once)
+    #[arg(long, value_name = "DUR")]
+    pub min_hold: Option<String>,
+
+    /// Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124
+    #[arg(long, value_name = "DUR")]
+    pub max_runtime: Option<String>,
 
     /// Run CMD with /bin/sh -c instead of -- COMMAND ARGS
     #[arg(short = 'c', long, value_name = "CMD", conflicts_with = "command")]
@@ -110,4 +152,45 @@ pub struct Cli {
     /// The command to run and its arguments (after --)
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// Looking at and clearing locks.
+#[derive(Debug, Subcommand)]
+pub enum Admin {
+    /// Show who holds a lock; exit 0 when held, 1 when free, 125 on error
+    Status {
+        /// Lock name
+        #[arg(short, long, value_name = "KEY")]
+        key: String,
+
+        /// Print one JSON object instead of a line
+        #[arg(long)]
+        json: bool,
+
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// List every lock under the prefix (SCAN, never KEYS), one line each
+    List {
+        /// Print a JSON array instead of lines
+        #[arg(long)]
+        json: bool,
+
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// Remove a stuck lock, saying whose it was; its holder's command is then terminated
+    /// at the holder's next renewal
+    Release {
+        /// Lock name
+        #[arg(short, long, value_name = "KEY")]
+        key: String,
+
+        /// Required: releasing someone else's lock lets a second holder in
+        #[arg(long)]
+        force: bool,
+
+        #[command(flatten)]
+        connection: Connection,
+    },
 }

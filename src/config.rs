@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cli::Cli;
+use crate::cli::{Admin, Cli, Connection, RunArgs};
 
 /// Longest lock name accepted, in bytes (the Redis key is the prefix plus this).
 pub const MAX_KEY_LEN: usize = 1024;
@@ -51,31 +51,106 @@ pub struct Config {
     pub conflict_exit_code: u8,
     pub kill_after: Duration,
     pub redis_timeout: Duration,
+    /// How many holders may hold the lock at once (1: a mutex).
+    pub limit: u32,
+    /// Waiters take the lock in arrival order.
+    pub fair: bool,
+    /// The lock is kept at least this long after it was taken.
+    pub min_hold: Option<Duration>,
+    /// The command is terminated after this long.
+    pub max_runtime: Option<Duration>,
     /// Program and arguments; `--shell CMD` becomes `/bin/sh -c CMD`.
     pub command: Vec<OsString>,
     pub verbosity: Verbosity,
 }
 
-impl Config {
-    pub fn from_cli(cli: Cli) -> Result<Config> {
-        if cli.key.is_empty() {
-            bail!("--key must not be empty");
-        }
-        if cli.key.len() > MAX_KEY_LEN {
-            bail!(
-                "--key is {} bytes long; the limit is {MAX_KEY_LEN}",
-                cli.key.len()
-            );
-        }
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Task {
+    Run(Config),
+    Admin(AdminConfig),
+}
 
-        let ttl = parse_duration(&cli.ttl).context("invalid --ttl")?;
+/// `status`, `list` or `release`.
+#[derive(Debug, Clone)]
+pub struct AdminConfig {
+    pub redis: RedisTarget,
+    pub prefix: String,
+    pub redis_timeout: Duration,
+    pub action: AdminAction,
+}
+
+#[derive(Debug, Clone)]
+pub enum AdminAction {
+    /// `key` is the full Redis key.
+    Status {
+        key: String,
+        json: bool,
+    },
+    List {
+        json: bool,
+    },
+    Release {
+        key: String,
+        force: bool,
+    },
+}
+
+/// The most holders `--limit` accepts; each is a key the acquire script looks at.
+pub const MAX_LIMIT: u32 = 1000;
+
+impl Task {
+    pub fn from_cli(cli: Cli) -> Result<Task> {
+        let Some(admin) = cli.admin else {
+            return Config::from_args(cli.run).map(Task::Run);
+        };
+        let (connection, action) = match admin {
+            Admin::Status {
+                key,
+                json,
+                connection,
+            } => {
+                let key = full_key(&connection.prefix, &key)?;
+                (connection, AdminAction::Status { key, json })
+            }
+            Admin::List { json, connection } => {
+                if connection.prefix.is_empty() {
+                    bail!("list needs a --prefix: with '' it would list every key in the database");
+                }
+                (connection, AdminAction::List { json })
+            }
+            Admin::Release {
+                key,
+                force,
+                connection,
+            } => {
+                let key = full_key(&connection.prefix, &key)?;
+                (connection, AdminAction::Release { key, force })
+            }
+        };
+        let (redis, redis_timeout) = check_connection(&connection)?;
+        Ok(Task::Admin(AdminConfig {
+            redis,
+            prefix: connection.prefix,
+            redis_timeout,
+            action,
+        }))
+    }
+}
+
+impl Config {
+    pub fn from_args(args: RunArgs) -> Result<Config> {
+        let name = args.key.unwrap_or_default();
+        let key = full_key(&args.connection.prefix, &name)?;
+
+        let ttl = parse_duration(&args.ttl).context("invalid --ttl")?;
         if ttl < MIN_TTL {
             bail!(
                 "invalid --ttl: {} is shorter than the minimum of 100ms",
                 humantime::format_duration(ttl)
             );
         }
-        let renew_every = match &cli.renew_every {
+        let renew_every = match &args.renew_every {
             Some(text) => parse_duration(text).context("invalid --renew-every")?,
             None => ttl / 3,
         };
@@ -83,7 +158,7 @@ impl Config {
             bail!("invalid --renew-every: it must be above 0 and shorter than --ttl");
         }
 
-        let wait = match (&cli.wait, cli.no_wait) {
+        let wait = match (&args.wait, args.no_wait) {
             (_, true) => Wait::For(Duration::ZERO),
             (None, false) => Wait::Forever,
             (Some(text), false) if matches!(text.trim(), "forever" | "inf" | "infinity") => {
@@ -92,44 +167,43 @@ impl Config {
             (Some(text), false) => Wait::For(parse_duration(text).context("invalid --wait")?),
         };
 
-        let kill_after = parse_duration(&cli.kill_after).context("invalid --kill-after")?;
-        let redis_timeout =
-            parse_duration(&cli.redis_timeout).context("invalid --redis-timeout")?;
-        if redis_timeout < Duration::from_millis(10) {
-            bail!("invalid --redis-timeout: it must be at least 10ms");
+        let kill_after = parse_duration(&args.kill_after).context("invalid --kill-after")?;
+        if args.limit == 0 || args.limit > MAX_LIMIT {
+            bail!("invalid --limit: it must be from 1 to {MAX_LIMIT}");
         }
+        let min_hold = optional_positive(&args.min_hold, "--min-hold")?;
+        let max_runtime = optional_positive(&args.max_runtime, "--max-runtime")?;
+        let (redis, redis_timeout) = check_connection(&args.connection)?;
 
-        let redis = RedisTarget {
-            display: redact_url(&cli.redis),
-            url: cli.redis,
-        };
-        check_redis_url(&redis)?;
-
-        let command = match cli.shell {
+        let command = match args.shell {
             Some(script) => vec!["/bin/sh".into(), "-c".into(), script.into()],
-            None if cli.command.is_empty() => {
+            None if args.command.is_empty() => {
                 bail!("no command given: add `-- COMMAND [ARGS]` or `--shell CMD`")
             }
-            None => cli.command,
+            None => args.command,
         };
 
-        let verbosity = if cli.quiet {
+        let verbosity = if args.quiet {
             Verbosity::Quiet
-        } else if cli.verbose {
+        } else if args.verbose {
             Verbosity::Verbose
         } else {
             Verbosity::Normal
         };
 
         Ok(Config {
-            key: format!("{}{}", cli.prefix, cli.key),
+            key,
             redis,
             ttl,
             renew_every,
             wait,
-            conflict_exit_code: cli.conflict_exit_code,
+            conflict_exit_code: args.conflict_exit_code,
             kill_after,
             redis_timeout,
+            limit: args.limit,
+            fair: args.fair,
+            min_hold,
+            max_runtime,
             command,
             verbosity,
         })
@@ -140,6 +214,45 @@ impl Config {
         let words: Vec<_> = self.command.iter().map(|w| w.to_string_lossy()).collect();
         words.join(" ")
     }
+}
+
+/// PREFIX + KEY, after checking the lock name.
+fn full_key(prefix: &str, name: &str) -> Result<String> {
+    if name.is_empty() {
+        bail!("--key must not be empty");
+    }
+    if name.len() > MAX_KEY_LEN {
+        bail!(
+            "--key is {} bytes long; the limit is {MAX_KEY_LEN}",
+            name.len()
+        );
+    }
+    Ok(format!("{prefix}{name}"))
+}
+
+fn check_connection(connection: &Connection) -> Result<(RedisTarget, Duration)> {
+    let redis_timeout =
+        parse_duration(&connection.redis_timeout).context("invalid --redis-timeout")?;
+    if redis_timeout < Duration::from_millis(10) {
+        bail!("invalid --redis-timeout: it must be at least 10ms");
+    }
+    let redis = RedisTarget {
+        display: redact_url(&connection.redis),
+        url: connection.redis.clone(),
+    };
+    check_redis_url(&redis)?;
+    Ok((redis, redis_timeout))
+}
+
+fn optional_positive(text: &Option<String>, flag: &str) -> Result<Option<Duration>> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let duration = parse_duration(text).with_context(|| format!("invalid {flag}"))?;
+    if duration.is_zero() {
+        bail!("invalid {flag}: it must be above 0");
+    }
+    Ok(Some(duration))
 }
 
 /// A humantime duration (`500ms`, `30s`, `1m 30s`), or a bare number of seconds as flock -w
@@ -217,7 +330,10 @@ mod tests {
     fn config(args: &[&str]) -> Result<Config> {
         let mut argv = vec!["redlock-run"];
         argv.extend_from_slice(args);
-        Config::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))
+        match Task::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))? {
+            Task::Run(config) => Ok(config),
+            Task::Admin(admin) => panic!("parsed as {admin:?}"),
+        }
     }
 
     #[test]

@@ -12,6 +12,8 @@ pub enum Outcome {
     NotAcquired { exit_code: u8 },
     /// The lock was lost while the command ran; the command was terminated.
     LockLost,
+    /// `--max-runtime` ran out; the command was terminated.
+    MaxRuntime,
     /// A signal arrived before the command started; nothing was run.
     Interrupted { signal: i32 },
     /// The command could not be executed (permission, not a binary).
@@ -20,9 +22,15 @@ pub enum Outcome {
     NotFound,
     /// redlock-run itself failed before the command ran: usage, Redis, auth, TLS.
     Failed,
+    /// `status`: held; `list`, `release`: done.
+    Done,
+    /// `status`: the lock is free; `release`: there was nothing to release.
+    Free,
 }
 
 pub const LOCK_LOST: u8 = 76;
+/// As timeout(1) reports a command it stopped.
+pub const MAX_RUNTIME: u8 = 124;
 pub const WRAPPER_FAILED: u8 = 125;
 pub const CANNOT_EXECUTE: u8 = 126;
 pub const NOT_FOUND: u8 = 127;
@@ -33,10 +41,13 @@ impl Outcome {
             Outcome::Command(status) => status_code(*status),
             Outcome::NotAcquired { exit_code } => *exit_code,
             Outcome::LockLost => LOCK_LOST,
+            Outcome::MaxRuntime => MAX_RUNTIME,
             Outcome::Interrupted { signal } => signal_code(*signal),
             Outcome::CannotExecute => CANNOT_EXECUTE,
             Outcome::NotFound => NOT_FOUND,
             Outcome::Failed => WRAPPER_FAILED,
+            Outcome::Done => 0,
+            Outcome::Free => 1,
         }
     }
 }
@@ -85,6 +96,7 @@ mod tests {
     #[test]
     fn wrapper_codes_are_fixed() {
         assert_eq!(Outcome::LockLost.exit_code(), 76);
+        assert_eq!(Outcome::MaxRuntime.exit_code(), 124);
         assert_eq!(Outcome::Failed.exit_code(), 125);
         assert_eq!(Outcome::CannotExecute.exit_code(), 126);
         assert_eq!(Outcome::NotFound.exit_code(), 127);

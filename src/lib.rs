@@ -2,11 +2,13 @@
 //! with the outcome's code; everything else lives here so that unit tests and the
 //! completions test can reach it. See the module docs for who owns what.
 
+pub mod admin;
 pub mod backend;
 pub mod child;
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod holder;
 pub mod renew;
 pub mod report;
 pub mod run;

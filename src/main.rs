@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::Parser;
 use redlock_run::cli::Cli;
-use redlock_run::config::Config;
+use redlock_run::config::Task;
 use redlock_run::exit::WRAPPER_FAILED;
-use redlock_run::{report, run};
+use redlock_run::{admin, report, run};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -27,13 +27,19 @@ fn main() -> ExitCode {
             return ExitCode::from(WRAPPER_FAILED);
         }
     };
-    let config = match Config::from_cli(cli) {
-        Ok(config) => config,
+    let outcome = match Task::from_cli(cli) {
+        Ok(Task::Run(config)) => {
+            report::redact_panics(&config.redis);
+            run::run(&config)
+        }
+        Ok(Task::Admin(config)) => {
+            report::redact_panics(&config.redis);
+            admin::run(&config)
+        }
         Err(err) => {
             report::error(&err);
             return ExitCode::from(WRAPPER_FAILED);
         }
     };
-    report::redact_panics(&config.redis);
-    ExitCode::from(run::run(&config).exit_code())
+    ExitCode::from(outcome.exit_code())
 }

@@ -36,6 +36,16 @@ pub fn info(message: std::fmt::Arguments<'_>) {
     }
 }
 
+/// A line the caller has already decided to show (it checked the verbosity itself).
+pub fn line_anyway(message: std::fmt::Arguments<'_>) {
+    line(message);
+}
+
+/// Whether `-q` was given.
+pub fn is_quiet() -> bool {
+    !enabled(Verbosity::Normal)
+}
+
 /// Steps worth seeing with `-v`.
 pub fn verbose(message: std::fmt::Arguments<'_>) {
     if enabled(Verbosity::Verbose) {

@@ -3,20 +3,27 @@
 //! it ended. The order here is the safety argument: the command starts only once the lock
 //! is ours, and the lock is released only once the command's whole process group is gone.
 
+use std::io::IsTerminal;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use crate::backend::single::SingleRedis;
-use crate::backend::{Attempt, LockBackend, LockRequest};
+use crate::backend::{Attempt, LockBackend, LockRequest, Released};
 use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
 use crate::exit::Outcome;
 use crate::renew::{self, LeaseTiming, Renewer};
-use crate::supervise::{self, Event};
-use crate::wait::{self, Waited};
+use crate::supervise::{self, Ending, Event};
+use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
+
+/// With `--fair`, a waiter that has not renewed its place in the queue for this long is
+/// dropped from it (it crashed), so it cannot hold up the others for longer.
+pub const FAIR_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a fair waiter renews its place (each renewal is also a try).
+const FAIR_HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs the configured command under the lock. Every failure is reported here, once.
 pub fn run(config: &Config) -> Outcome {
@@ -35,6 +42,7 @@ enum Acquisition {
     Held {
         backend: Box<dyn LockBackend>,
         sent_at: Instant,
+        fence: u64,
     },
     Ended(Outcome),
 }
@@ -45,7 +53,14 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     signals::listen(events_tx.clone())?;
     child::become_subreaper();
 
-    let lock = LockRequest::new(config.key.clone(), config.ttl, &config.command_line());
+    let fair_heartbeat = config.fair.then_some(FAIR_HEARTBEAT_TIMEOUT);
+    let lock = LockRequest::new(
+        config.key.clone(),
+        config.ttl,
+        config.limit,
+        fair_heartbeat,
+        &config.command_line(),
+    );
     let token = lock.token.clone();
     let backend = SingleRedis::new(&config.redis, config.redis_timeout, lock)?;
     report::verbose(format_args!(
@@ -53,21 +68,27 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         config.key,
         backend.describe()
     ));
-    let (mut backend, sent_at) = match acquire(Box::new(backend), config, &events_tx, &events)? {
-        Acquisition::Held { backend, sent_at } => (backend, sent_at),
-        Acquisition::Ended(outcome) => return Ok(outcome),
-    };
-    report::verbose(format_args!("lock taken, token {token}"));
+    let (mut backend, sent_at, fence) =
+        match acquire(Box::new(backend), config, &events_tx, &events)? {
+            Acquisition::Held {
+                backend,
+                sent_at,
+                fence,
+            } => (backend, sent_at, fence),
+            Acquisition::Ended(outcome) => return Ok(outcome),
+        };
+    report::verbose(format_args!("lock taken, token {token}, fence {fence}"));
 
     // A signal that came while the lock was being taken stops us before the command starts.
     if let Some(signal) = pending_signal(&events) {
-        release(&mut *backend, config, sent_at + config.ttl);
+        release(&mut *backend, config, sent_at, sent_at + config.ttl);
         return Ok(Outcome::Interrupted { signal });
     }
 
     let env = [
         ("REDLOCK_KEY", config.key.clone()),
         ("REDLOCK_TOKEN", token),
+        ("REDLOCK_FENCE", fence.to_string()),
         ("REDLOCK_TTL_MS", config.ttl.as_millis().to_string()),
     ];
     let mut child = match child::spawn(&config.command, &env) {
@@ -81,7 +102,7 @@ fn run_checked(config: &Config) -> Result<Outcome> {
                 "cannot run {}: {err}",
                 config.command[0].to_string_lossy()
             ));
-            release(&mut *backend, config, sent_at + config.ttl);
+            release(&mut *backend, config, sent_at, sent_at + config.ttl);
             return Ok(outcome);
         }
     };
@@ -94,22 +115,20 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         kill_after: config.kill_after,
     };
     let renewer = Renewer::start(backend, timing, sent_at, events_tx)?;
-    let supervised = supervise::supervise(
-        &mut child,
-        &events,
-        &renewer,
-        &config.key,
-        config.kill_after,
-    );
+    let limits = supervise::Limits {
+        kill_after: config.kill_after,
+        max_runtime: config.max_runtime,
+    };
+    let supervised = supervise::supervise(&mut child, &events, &renewer, &config.key, limits);
     let valid_until = renewer.valid_until();
     let backend = renewer.stop();
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
-    release(&mut **renew::lock(&backend), config, valid_until);
+    release(&mut **renew::lock(&backend), config, sent_at, valid_until);
     let supervised = supervised?;
-    Ok(if supervised.lost {
-        Outcome::LockLost
-    } else {
-        Outcome::Command(supervised.status)
+    Ok(match supervised.ending {
+        Ending::LockLost => Outcome::LockLost,
+        Ending::MaxRuntime => Outcome::MaxRuntime,
+        Ending::Exited => Outcome::Command(supervised.status),
     })
 }
 
@@ -121,18 +140,26 @@ fn acquire(
     events: &Receiver<Event>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
-    match backend
+    let holder = match backend
         .try_acquire()
         .with_context(|| format!("cannot take {}", config.key))?
     {
-        Attempt::Acquired { sent_at } => return Ok(Acquisition::Held { backend, sent_at }),
-        Attempt::Busy { .. } => {}
-    }
+        Attempt::Acquired { sent_at, fence } => {
+            return Ok(Acquisition::Held {
+                backend,
+                sent_at,
+                fence,
+            })
+        }
+        Attempt::Busy { holder, .. } => holder,
+    };
     let deadline = match config.wait {
         Wait::For(limit) if limit.is_zero() => {
+            backend.abandon();
             report::info(format_args!(
-                "{} is held by another process; not waiting",
-                config.key
+                "{} is held by {}; not waiting",
+                config.key,
+                crate::holder::describe(holder.as_deref())
             ));
             return Ok(not_acquired(config));
         }
@@ -140,11 +167,28 @@ fn acquire(
         Wait::Forever => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
-    let waited = wait::wait_for_lock(&mut *backend, deadline, events_tx, events)
-        .with_context(|| format!("cannot wait for {}", config.key))?;
+    let plan = WaitPlan {
+        deadline,
+        heartbeat: config.fair.then_some(FAIR_HEARTBEAT_EVERY),
+        announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
+    };
+    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, holder, events_tx, events)
+        .with_context(|| format!("cannot wait for {}", config.key));
+    let waited = match waited {
+        Ok(waited) => waited,
+        Err(err) => {
+            backend.abandon();
+            return Err(err);
+        }
+    };
     match waited {
-        Waited::Acquired { sent_at } => Ok(Acquisition::Held { backend, sent_at }),
+        Waited::Acquired { sent_at, fence } => Ok(Acquisition::Held {
+            backend,
+            sent_at,
+            fence,
+        }),
         Waited::TimedOut => {
+            backend.abandon();
             report::info(format_args!(
                 "{} is still held by another process after {}; giving up",
                 config.key,
@@ -153,6 +197,7 @@ fn acquire(
             Ok(not_acquired(config))
         }
         Waited::Interrupted { signal } => {
+            backend.abandon();
             report::verbose(format_args!(
                 "{} while waiting; giving up",
                 signals::name(signal)
@@ -177,18 +222,27 @@ fn pending_signal(events: &Receiver<Event>) -> Option<libc::c_int> {
     })
 }
 
-/// Deletes the key if it is still ours, waking waiters. Past the lease's end there is
-/// nothing left to release; if Redis cannot be reached the key expires by its TTL.
-fn release(backend: &mut dyn LockBackend, config: &Config, valid_until: Instant) {
+/// Deletes the key if it is still ours, waking waiters; with `--min-hold`, leaves it to
+/// expire at the mark instead if that is still ahead. Past the lease's end there is nothing
+/// left to release; if Redis cannot be reached the key expires by its TTL.
+fn release(backend: &mut dyn LockBackend, config: &Config, sent_at: Instant, valid_until: Instant) {
     let now = Instant::now();
     let deadline = valid_until.min(now + config.redis_timeout);
     if deadline <= now + Duration::from_millis(1) {
         report::verbose(format_args!("the lease has ended; nothing to release"));
         return;
     }
-    match backend.release(deadline) {
-        Ok(true) => report::verbose(format_args!("lock released")),
-        Ok(false) => report::verbose(format_args!(
+    let keep_for = config
+        .min_hold
+        .map(|min_hold| (sent_at + min_hold).saturating_duration_since(now))
+        .filter(|left| !left.is_zero());
+    match backend.release(keep_for, deadline) {
+        Ok(Released::Deleted) => report::verbose(format_args!("lock released")),
+        Ok(Released::KeptUntilMinHold) => report::verbose(format_args!(
+            "lock kept until the --min-hold mark, {} from now",
+            report::duration(keep_for.unwrap_or_default())
+        )),
+        Ok(Released::NotOurs) => report::verbose(format_args!(
             "{} was no longer ours; nothing released",
             config.key
         )),

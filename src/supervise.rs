@@ -34,8 +34,26 @@ pub enum Event {
 
 pub struct Supervised {
     pub status: ExitStatus,
-    /// The lock was lost and the command terminated for it.
-    pub lost: bool,
+    pub ending: Ending,
+}
+
+/// Why the command ended, as far as redlock-run had a hand in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// On its own, or of a signal we forwarded.
+    Exited,
+    /// Terminated because `--max-runtime` ran out.
+    MaxRuntime,
+    /// Terminated because the lock was lost (this wins over `MaxRuntime`).
+    LockLost,
+}
+
+/// The time limits the supervisor enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// From SIGTERM to SIGKILL when the command is terminated.
+    pub kill_after: Duration,
+    pub max_runtime: Option<Duration>,
 }
 
 /// Supervises `child` until it and its process group are gone.
@@ -44,26 +62,46 @@ pub fn supervise(
     events: &Receiver<Event>,
     renewer: &Renewer,
     key: &str,
-    kill_after: Duration,
+    limits: Limits,
 ) -> Result<Supervised> {
-    // Set once the lock is lost: when SIGKILL is due, and whether it was sent.
+    let mut ending = Ending::Exited;
+    // Once the command is being terminated: when SIGKILL is due, and whether it was sent.
     let mut kill_at: Option<Instant> = None;
     let mut killed = false;
+    let mut runtime_ends = limits.max_runtime.map(|limit| Instant::now() + limit);
     loop {
-        let event = match kill_at {
-            Some(at) if !killed => {
-                match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                    Ok(event) => event,
-                    Err(RecvTimeoutError::Timeout) => {
+        let timer = [kill_at.filter(|_| !killed), runtime_ends]
+            .into_iter()
+            .flatten()
+            .min();
+        let event = match timer {
+            Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(event) => event,
+                Err(RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    if runtime_ends.is_some_and(|at| now >= at) {
+                        runtime_ends = None;
+                        if kill_at.is_none() {
+                            report::error(&anyhow::anyhow!(
+                                "--max-runtime of {} reached; terminating the command \
+                                 (SIGTERM now, SIGKILL in {})",
+                                report::duration(limits.max_runtime.unwrap_or_default()),
+                                report::duration(limits.kill_after)
+                            ));
+                            child.terminate_group();
+                            kill_at = Some(now + limits.kill_after);
+                            ending = Ending::MaxRuntime;
+                        }
+                    } else if kill_at.is_some_and(|at| now >= at) && !killed {
                         report::verbose(format_args!("sending SIGKILL to the command"));
                         child.signal_group(libc::SIGKILL);
                         killed = true;
-                        continue;
                     }
-                    Err(RecvTimeoutError::Disconnected) => unreachable_disconnect()?,
+                    continue;
                 }
-            }
-            _ => match events.recv() {
+                Err(RecvTimeoutError::Disconnected) => unreachable_disconnect()?,
+            },
+            None => match events.recv() {
                 Ok(event) => event,
                 Err(_) => unreachable_disconnect()?,
             },
@@ -101,14 +139,16 @@ pub fn supervise(
                     child.signal_group(libc::SIGKILL);
                     kill_at = Some(Instant::now());
                     killed = true;
+                    ending = Ending::LockLost;
                 } else {
                     child.resume();
                 }
             }
             Event::LockLost(loss) => {
-                if kill_at.is_some() {
+                if ending == Ending::LockLost {
                     continue;
                 }
+                ending = Ending::LockLost;
                 let now = Instant::now();
                 let (why, latest_kill) = match loss {
                     Loss::NotOurs => (
@@ -123,8 +163,8 @@ pub fn supervise(
                         Some(valid_until),
                     ),
                 };
-                let at =
-                    latest_kill.map_or(now + kill_after, |latest| latest.min(now + kill_after));
+                let due = kill_at.unwrap_or(now + limits.kill_after);
+                let at = latest_kill.map_or(due, |latest| latest.min(due));
                 report::error(&anyhow::anyhow!(
                     "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
                     report::duration(at.saturating_duration_since(now))
@@ -137,7 +177,8 @@ pub fn supervise(
                     .reap()
                     .context("cannot collect the command's status")?;
                 report::verbose(format_args!("command ended: {status}"));
-                let leftovers_kill_at = kill_at.unwrap_or_else(|| Instant::now() + kill_after);
+                let leftovers_kill_at =
+                    kill_at.unwrap_or_else(|| Instant::now() + limits.kill_after);
                 if child.end_leftovers(leftovers_kill_at) && kill_at.is_none() {
                     report::warn(format_args!(
                         "the command left processes running in its process group; \
@@ -145,10 +186,7 @@ pub fn supervise(
                     ));
                 }
                 child.return_terminal();
-                return Ok(Supervised {
-                    status,
-                    lost: kill_at.is_some(),
-                });
+                return Ok(Supervised { status, ending });
             }
             Event::Notice(_) => {}
         }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::backend::{single::is_transient, Attempt, LockBackend, Notice, Subscription};
+use crate::holder::Holder;
 use crate::report;
 use crate::supervise::Event;
 
@@ -24,12 +25,15 @@ const NO_TTL_RECHECK: Duration = Duration::from_secs(10);
 /// Back-off bounds while Redis cannot be reached during a wait.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
+/// How long a wait lasts before the holder is named.
+const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
     /// The lock is ours; the lease started no earlier than `sent_at`.
     Acquired {
         sent_at: Instant,
+        fence: u64,
     },
     TimedOut,
     /// A signal arrived; nothing was taken.
@@ -38,14 +42,29 @@ pub enum Waited {
     },
 }
 
-/// Waits until the lock is ours, `deadline` passes (`None`: forever) or a signal arrives on
-/// `events`. The caller has already found the lock busy once.
+/// How a wait goes about it.
+#[derive(Debug, Clone, Copy)]
+pub struct WaitPlan {
+    /// Give up then; `None`: never.
+    pub deadline: Option<Instant>,
+    /// With `--fair`: try (and so renew the queue heartbeat) at least this often.
+    pub heartbeat: Option<Duration>,
+    /// Name the holder on stderr after a second of waiting (a terminal, or `-v`).
+    pub announce: bool,
+}
+
+/// Waits until the lock is ours, the plan's deadline passes or a signal arrives on
+/// `events`. The caller has already found the lock busy once, held by `holder`.
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
-    deadline: Option<Instant>,
+    key: &str,
+    plan: WaitPlan,
+    holder: Option<String>,
     events_tx: &Sender<Event>,
     events: &Receiver<Event>,
 ) -> Result<Waited> {
+    let started = Instant::now();
+    let mut announcer = Announcer::new(plan.announce, started, holder);
     let mut subscription: Option<Subscription> = None;
     let mut next_try = Instant::now();
     let mut failures = 0u32;
@@ -67,10 +86,16 @@ pub fn wait_for_lock(
         // Subscribed first, then tried: a release between the two cannot be missed.
         if subscription.is_some() && Instant::now() >= next_try {
             match backend.try_acquire() {
-                Ok(Attempt::Acquired { sent_at }) => return Ok(Waited::Acquired { sent_at }),
-                Ok(Attempt::Busy { holder_ttl }) => {
+                Ok(Attempt::Acquired { sent_at, fence }) => {
+                    return Ok(Waited::Acquired { sent_at, fence })
+                }
+                Ok(Attempt::Busy { holder_ttl, holder }) => {
                     failures = 0;
-                    let delay = retry_delay(holder_ttl);
+                    announcer.holder_is(holder);
+                    let mut delay = retry_delay(holder_ttl);
+                    if let Some(heartbeat) = plan.heartbeat {
+                        delay = delay.min(heartbeat);
+                    }
                     next_try = Instant::now() + delay;
                     report::verbose(format_args!(
                         "still busy; next try in {} unless released sooner",
@@ -87,10 +112,16 @@ pub fn wait_for_lock(
         }
 
         let now = Instant::now();
-        if deadline.is_some_and(|deadline| now >= deadline) {
+        if plan.deadline.is_some_and(|deadline| now >= deadline) {
             return Ok(Waited::TimedOut);
         }
-        let wake_at = deadline.map_or(next_try, |deadline| next_try.min(deadline));
+        announcer.speak_if_due(key, now);
+        let mut wake_at = plan
+            .deadline
+            .map_or(next_try, |deadline| next_try.min(deadline));
+        if let Some(due) = announcer.due_at() {
+            wake_at = wake_at.min(due);
+        }
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
             Ok(Event::Notice(Notice::Released)) => {
                 report::verbose(format_args!("released by its holder; trying now"));
@@ -104,6 +135,55 @@ pub fn wait_for_lock(
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => bail!("internal error: event channel closed"),
         }
+    }
+}
+
+/// Names the holder on stderr once a wait has lasted a second, and again each time the
+/// holder changes; never in a loop.
+struct Announcer {
+    enabled: bool,
+    due: Instant,
+    holder: Option<String>,
+    /// The token last named, so a renewal (same holder) says nothing new.
+    named: Option<Option<String>>,
+}
+
+impl Announcer {
+    fn new(enabled: bool, started: Instant, holder: Option<String>) -> Announcer {
+        Announcer {
+            enabled,
+            due: started + ANNOUNCE_AFTER,
+            holder,
+            named: None,
+        }
+    }
+
+    fn holder_is(&mut self, holder: Option<String>) {
+        self.holder = holder;
+    }
+
+    /// When it next needs to wake up to speak, if ever.
+    fn due_at(&self) -> Option<Instant> {
+        (self.enabled && self.named.is_none()).then_some(self.due)
+    }
+
+    fn speak_if_due(&mut self, key: &str, now: Instant) {
+        if !self.enabled || now < self.due {
+            return;
+        }
+        let token = self
+            .holder
+            .as_deref()
+            .and_then(Holder::parse)
+            .and_then(|holder| holder.token);
+        if self.named.as_ref() == Some(&token) {
+            return;
+        }
+        report::line_anyway(format_args!(
+            "waiting for {key}: held by {}",
+            crate::holder::describe(self.holder.as_deref())
+        ));
+        self.named = Some(token);
     }
 }
 

@@ -2,12 +2,25 @@
 //! keys, values, scripts and channels; the rest of the program sees `LockBackend` and never a
 //! Redis connection. It knows nothing of processes or signals.
 //!
-//! A lock is one string key. Its value starts with the holder's identity, `{"token":"<uuid>"`,
-//! and goes on with metadata (host, pid, command, start time) for people and later tools:
-//! `{"token":"…","host":"web-3","pid":4242,"cmd":"./deploy.sh","since":"2026-…Z","since_ms":…}`.
-//! Every script compares the leading identity bytes, so a key whose value we did not write
-//! (another holder's, another tool's, another application's hash) is never renewed or deleted.
+//! Data layout, for a lock named `K` (the full key, prefix included):
+//! - `K`: a string, the lock itself (with `--limit N`, the first of N slots). Its value
+//!   starts with the holder's identity, `{"token":"<uuid>"`, then the fence and metadata:
+//!   `{"token":"…","fence":118,"host":"web-3","pid":4242,"cmd":"./deploy.sh","since":"…Z",
+//!   "since_ms":…,"ttl_ms":30000,"limit":1}`. With `--prefix ''` and the default limit this
+//!   is the standard `SET K token NX PX ttl` lock, shared with other tools that use it.
+//! - `{K}:slot:2` … `{K}:slot:N`: the other slots of a semaphore, strings like `K`.
+//! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
+//! - `{K}:queue` and `{K}:queue:alive`: with `--fair`, sorted sets of waiting tokens by
+//!   arrival and by heartbeat expiry (server time, ms).
+//!
+//! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
+//! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
+//! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
+//! key whose value we did not write (another holder's, another tool's, another
+//! application's hash) is never renewed or deleted. Waiters listen on
+//! `redlock-run:released:K`.
 
+pub mod inspect;
 pub mod single;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,37 +32,49 @@ use anyhow::Result;
 /// Waiters listen on this channel prefix + the full key for a release.
 pub const RELEASE_CHANNEL_PREFIX: &str = "redlock-run:released:";
 
-/// What we want to hold: the key, for how long, and the value that says it is ours.
+/// What we want to hold: the key, for how long, how many may share it, and the value that
+/// says it is ours.
 #[derive(Debug, Clone)]
 pub struct LockRequest {
     pub key: String,
     pub token: String,
-    /// The full value written to the key: identity then metadata.
-    pub value: String,
+    /// The value after the identity and the fence: `,"host":…}`.
+    pub metadata: String,
     pub ttl: Duration,
+    pub limit: u32,
+    /// With `--fair`: how long a waiter stays queued without a heartbeat.
+    pub fair_heartbeat_timeout: Option<Duration>,
 }
 
 impl LockRequest {
     /// A new request with a fresh 128-bit random token and this process's metadata.
-    pub fn new(key: String, ttl: Duration, command_line: &str) -> LockRequest {
+    pub fn new(
+        key: String,
+        ttl: Duration,
+        limit: u32,
+        fair_heartbeat_timeout: Option<Duration>,
+        command_line: &str,
+    ) -> LockRequest {
         let token = uuid::Uuid::new_v4().to_string();
         let now = SystemTime::now();
         let since_ms = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.as_millis());
-        let value = format!(
-            "{identity},\"host\":{host},\"pid\":{pid},\"cmd\":{cmd},\"since\":\"{since}\",\"since_ms\":{since_ms}}}",
-            identity = identity_of(&token),
+        let metadata = format!(
+            ",\"host\":{host},\"pid\":{pid},\"cmd\":{cmd},\"since\":\"{since}\",\"since_ms\":{since_ms},\"ttl_ms\":{ttl_ms},\"limit\":{limit}}}",
             host = json_string(&hostname()),
             pid = std::process::id(),
             cmd = json_string(command_line),
             since = humantime::format_rfc3339_seconds(now),
+            ttl_ms = ttl.as_millis(),
         );
         LockRequest {
             key,
             token,
-            value,
+            metadata,
             ttl,
+            limit,
+            fair_heartbeat_timeout,
         }
     }
 
@@ -59,8 +84,44 @@ impl LockRequest {
     }
 
     pub fn release_channel(&self) -> String {
-        format!("{RELEASE_CHANNEL_PREFIX}{}", self.key)
+        release_channel(&self.key)
     }
+
+    /// The key of slot `slot` (1-based; slot 1 is the lock's own key).
+    pub fn slot_key(&self, slot: u32) -> String {
+        slot_key(&self.key, slot)
+    }
+}
+
+/// The channel waiters for `key` listen on.
+pub fn release_channel(key: &str) -> String {
+    format!("{RELEASE_CHANNEL_PREFIX}{key}")
+}
+
+/// The key of slot `slot` of lock `key` (1-based; slot 1 is `key` itself).
+pub fn slot_key(key: &str, slot: u32) -> String {
+    if slot == 1 {
+        key.to_string()
+    } else {
+        sibling_key(key, &format!(":slot:{slot}"))
+    }
+}
+
+/// A key that lives in the same Redis Cluster hash slot as `key`.
+pub fn sibling_key(key: &str, suffix: &str) -> String {
+    if has_hash_tag(key) {
+        format!("{key}{suffix}")
+    } else {
+        format!("{{{key}}}{suffix}")
+    }
+}
+
+/// Whether Redis Cluster would hash only part of `key`: a `{` followed later by a `}`
+/// with at least one byte between them.
+fn has_hash_tag(key: &str) -> bool {
+    key.find('{')
+        .and_then(|open| key[open + 1..].find('}'))
+        .is_some_and(|len| len > 0)
 }
 
 fn identity_of(token: &str) -> String {
@@ -68,14 +129,19 @@ fn identity_of(token: &str) -> String {
 }
 
 /// The result of one attempt to take the lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
     /// Ours. The lease runs for the TTL from `sent_at` at the earliest: the moment the
-    /// successful command left this machine, before Redis could start the clock.
-    Acquired { sent_at: Instant },
+    /// successful command left this machine, before Redis could start the clock. `fence`
+    /// is this acquisition's number, larger than any before it for this lock.
+    Acquired { sent_at: Instant, fence: u64 },
     /// Someone else holds it, for `holder_ttl` more at most if they do not renew; `None`
     /// when the key never expires (not a lock of ours, or a holder that set no TTL).
-    Busy { holder_ttl: Option<Duration> },
+    /// `holder` is a holder's value, when it is a string.
+    Busy {
+        holder_ttl: Option<Duration>,
+        holder: Option<String>,
+    },
 }
 
 /// The result of one renewal.
@@ -83,6 +149,16 @@ pub enum Attempt {
 pub enum Renewal {
     Extended,
     /// The key is gone or holds someone else's value: the lock is lost for sure.
+    NotOurs,
+}
+
+/// The result of a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    Deleted,
+    /// Left to expire at the `--min-hold` mark.
+    KeptUntilMinHold,
+    /// The key was gone or someone else's; nothing was touched.
     NotOurs,
 }
 
@@ -139,9 +215,12 @@ pub trait LockBackend: Send {
     /// Extend the lease, giving up at `deadline`.
     fn renew(&mut self, deadline: Instant) -> Result<Renewal>;
 
-    /// Delete the lock if it is still ours and wake the waiters; `Ok(false)` when it was not
-    /// ours any more. Gives up at `deadline`.
-    fn release(&mut self, deadline: Instant) -> Result<bool>;
+    /// Delete the lock if it is still ours and wake the waiters, or, with `keep_for`, leave
+    /// it to expire that much later (`--min-hold`). Gives up at `deadline`.
+    fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released>;
+
+    /// Stop waiting: leave the fair queue, if in it. Best effort, bounded by the timeout.
+    fn abandon(&mut self);
 
     /// Subscribe to release notices, passed to `sink` as they come. Returns once the
     /// subscription is active, so a release after this call returns is never missed.
@@ -186,20 +265,34 @@ fn hostname() -> String {
 mod tests {
     use super::*;
 
+    fn request(command: &str) -> LockRequest {
+        LockRequest::new("k".into(), Duration::from_secs(1), 3, None, command)
+    }
+
     #[test]
-    fn value_starts_with_identity() {
-        let request = LockRequest::new("k".into(), Duration::from_secs(1), "echo \"hi\"\n");
-        assert!(request.value.starts_with(&request.identity()));
+    fn metadata_is_json_after_the_fence() {
+        let request = request("echo \"hi\"\n");
         assert_eq!(request.token.len(), 36);
-        assert!(request.value.contains(r#""cmd":"echo \"hi\"\n""#));
-        assert!(request.value.ends_with('}'));
+        assert!(request.metadata.starts_with(",\"host\":"));
+        assert!(request.metadata.contains(r#""cmd":"echo \"hi\"\n""#));
+        assert!(request.metadata.ends_with(",\"limit\":3}"));
+        assert_eq!(
+            request.identity(),
+            format!("{{\"token\":\"{}\"", request.token)
+        );
     }
 
     #[test]
     fn tokens_differ() {
-        let a = LockRequest::new("k".into(), Duration::from_secs(1), "x");
-        let b = LockRequest::new("k".into(), Duration::from_secs(1), "x");
-        assert_ne!(a.token, b.token);
+        assert_ne!(request("x").token, request("x").token);
+    }
+
+    #[test]
+    fn sibling_keys_share_the_hash_slot() {
+        assert_eq!(sibling_key("redlock:a", ":fence"), "{redlock:a}:fence");
+        assert_eq!(sibling_key("x{tag}y", ":fence"), "x{tag}y:fence");
+        assert_eq!(slot_key("redlock:a", 1), "redlock:a");
+        assert_eq!(slot_key("redlock:a", 2), "{redlock:a}:slot:2");
     }
 
     #[test]

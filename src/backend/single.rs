@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use redis::{Client, Connection, ErrorKind, IntoConnectionInfo, RedisError, Script};
 
-use super::{Attempt, LockBackend, LockRequest, Notice, NoticeSink, Renewal, Subscription};
+use super::{
+    sibling_key, Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
+    Subscription,
+};
 use crate::config::RedisTarget;
 
 static ACQUIRE: LazyLock<Script> =
@@ -21,6 +24,10 @@ static ACQUIRE: LazyLock<Script> =
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
 static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
+static LEAVE_QUEUE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/leave_queue.lua")));
+pub(super) static FORCE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));
 
 /// How often an idle subscriber thread looks up to see whether it is still wanted. It only
 /// checks a flag: no Redis command is sent.
@@ -30,10 +37,12 @@ pub struct SingleRedis {
     link: Link,
     lock: LockRequest,
     identity: String,
+    /// The slot key this holder has, once it has one.
+    held: Option<String>,
 }
 
 /// The connection to the server, made on demand and dropped after any failure.
-struct Link {
+pub struct Link {
     client: Client,
     display: String,
     timeout: Duration,
@@ -45,6 +54,31 @@ struct Link {
 impl SingleRedis {
     /// Prepares the client; connects on first use.
     pub fn new(target: &RedisTarget, timeout: Duration, lock: LockRequest) -> Result<SingleRedis> {
+        Ok(SingleRedis {
+            link: Link::new(target, timeout)?,
+            identity: lock.identity(),
+            lock,
+            held: None,
+        })
+    }
+
+    /// The key this holder renews and releases: its slot, or the lock's key before it has
+    /// one (nothing of ours is there then, and the scripts find nothing to touch).
+    fn held_key(&self) -> &str {
+        self.held.as_deref().unwrap_or(&self.lock.key)
+    }
+
+    fn queue_keys(&self) -> [String; 2] {
+        [
+            sibling_key(&self.lock.key, ":queue"),
+            sibling_key(&self.lock.key, ":queue:alive"),
+        ]
+    }
+}
+
+impl Link {
+    /// Prepares the client; connects on first use.
+    pub fn new(target: &RedisTarget, timeout: Duration) -> Result<Link> {
         if target.url.starts_with("rediss://") {
             // rustls wants one process-wide crypto provider; only TLS runs pay for it.
             let _ = rustls::crypto::ring::default_provider().install_default();
@@ -61,24 +95,23 @@ impl SingleRedis {
         let info = info.set_tcp_settings(nodelay).set_redis_settings(settings);
         let client = Client::open(info)
             .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
-        Ok(SingleRedis {
-            link: Link {
-                client,
-                display: target.display.clone(),
-                timeout,
-                connection: None,
-                sent: false,
-            },
-            identity: lock.identity(),
-            lock,
+        Ok(Link {
+            client,
+            display: target.display.clone(),
+            timeout,
+            connection: None,
+            sent: false,
         })
     }
-}
 
-impl Link {
+    /// Where the connection goes, safe to print.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
     /// Runs `command` on the lock connection, connecting first if need be; reads and writes
     /// give up at `deadline` or after the configured timeout, whichever is sooner.
-    fn call<T>(
+    pub fn call<T>(
         &mut self,
         deadline: Option<Instant>,
         command: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
@@ -104,27 +137,59 @@ impl Link {
 
 impl LockBackend for SingleRedis {
     fn try_acquire(&mut self) -> Result<Attempt> {
+        let limit = self.lock.limit;
+        let mut keys: Vec<String> = (1..=limit + 1)
+            .map(|slot| self.lock.slot_key(slot))
+            .collect();
+        keys.push(sibling_key(&self.lock.key, ":fence"));
+        keys.extend(self.queue_keys());
+        let heartbeat_ms = self
+            .lock
+            .fair_heartbeat_timeout
+            .map_or(0, |t| t.as_millis() as u64);
+        let ttl_ms = self.lock.ttl.as_millis() as u64;
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
         // A failure to connect sent nothing, and is not retried here.
         let mut retried = false;
         loop {
             let sent_at = Instant::now();
-            let (key, value, identity) = (&self.lock.key, &self.lock.value, &self.identity);
-            let ttl_ms = self.lock.ttl.as_millis() as u64;
-            let reply: Result<(i64, i64)> = self.link.call(None, |connection| {
+            let lock = &self.lock;
+            let identity = &self.identity;
+            let reply: Result<(i64, i64, redis::Value)> = self.link.call(None, |connection| {
                 ACQUIRE
-                    .key(key)
-                    .arg(value)
-                    .arg(ttl_ms)
+                    .key(&keys)
                     .arg(identity)
+                    .arg(&lock.metadata)
+                    .arg(ttl_ms)
+                    .arg(limit)
+                    .arg(heartbeat_ms)
+                    .arg(&lock.token)
                     .invoke(connection)
             });
             match reply {
-                Ok((1, _)) => return Ok(Attempt::Acquired { sent_at }),
-                Ok((_, pttl)) => {
+                Ok((1, slot, fence)) => {
+                    self.held = Some(self.lock.slot_key(slot as u32));
+                    let fence = redis::from_redis_value(fence).unwrap_or(0);
+                    return Ok(Attempt::Acquired { sent_at, fence });
+                }
+                Ok((0, pttl, holder)) => {
                     let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-                    return Ok(Attempt::Busy { holder_ttl });
+                    let holder: Option<String> = redis::from_redis_value(holder)
+                        .ok()
+                        .filter(|value: &String| !value.is_empty());
+                    return Ok(Attempt::Busy { holder_ttl, holder });
+                }
+                Ok((_, other, _)) => {
+                    let other = match other {
+                        0 => String::from("a value redlock-run did not write"),
+                        n => format!("--limit {n}"),
+                    };
+                    return Err(anyhow!(
+                        "{} is in use with {other}, not --limit {limit}; every user of a lock must \
+                         pass the same --limit",
+                        self.lock.key
+                    ));
                 }
                 Err(err) if retried || !self.link.sent || !is_transient(&err) => return Err(err),
                 Err(_) => retried = true,
@@ -133,10 +198,11 @@ impl LockBackend for SingleRedis {
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
-        let (key, identity) = (&self.lock.key, &self.identity);
+        let key = self.held_key().to_string();
+        let identity = &self.identity;
         let ttl_ms = self.lock.ttl.as_millis() as u64;
         let extended: i64 = self.link.call(Some(deadline), |connection| {
-            RENEW.key(key).arg(identity).arg(ttl_ms).invoke(connection)
+            RENEW.key(&key).arg(identity).arg(ttl_ms).invoke(connection)
         })?;
         Ok(if extended == 1 {
             Renewal::Extended
@@ -145,17 +211,35 @@ impl LockBackend for SingleRedis {
         })
     }
 
-    fn release(&mut self, deadline: Instant) -> Result<bool> {
-        let (key, identity) = (&self.lock.key, &self.identity);
+    fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
+        let key = self.held_key().to_string();
+        let identity = &self.identity;
         let channel = self.lock.release_channel();
+        let keep_ms = keep_for.map_or(0, |keep| keep.as_millis().max(1) as u64);
         let released: i64 = self.link.call(Some(deadline), |connection| {
             RELEASE
-                .key(key)
+                .key(&key)
                 .arg(identity)
                 .arg(&channel)
+                .arg(keep_ms)
                 .invoke(connection)
         })?;
-        Ok(released == 1)
+        Ok(match released {
+            1 => Released::Deleted,
+            2 => Released::KeptUntilMinHold,
+            _ => Released::NotOurs,
+        })
+    }
+
+    fn abandon(&mut self) {
+        if self.lock.fair_heartbeat_timeout.is_none() {
+            return;
+        }
+        let keys = self.queue_keys();
+        let token = &self.lock.token;
+        let _: Result<i64> = self.link.call(None, |connection| {
+            LEAVE_QUEUE.key(&keys).arg(token).invoke(connection)
+        });
     }
 
     fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
@@ -193,7 +277,7 @@ impl LockBackend for SingleRedis {
     }
 
     fn describe(&self) -> &str {
-        &self.link.display
+        self.link.display()
     }
 }
 

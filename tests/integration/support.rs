@@ -408,18 +408,22 @@ impl RedisServer {
     }
 
     #[track_caller]
+    /// How many keys the database holds, not counting fence counters (`{K}:fence`), which
+    /// persist by design so that fences only grow.
     pub fn dbsize(&self) -> i64 {
-        redis::cmd("DBSIZE")
-            .query(&mut self.connection())
-            .unwrap_or_else(|e| panic!("DBSIZE: {e}"))
+        self.keys().len() as i64
     }
 
     #[track_caller]
+    /// Every key but fence counters (see `dbsize`).
     pub fn keys(&self) -> Vec<String> {
-        redis::cmd("KEYS")
+        let all: Vec<String> = redis::cmd("KEYS")
             .arg("*")
             .query(&mut self.connection())
-            .unwrap_or_else(|e| panic!("KEYS: {e}"))
+            .unwrap_or_else(|e| panic!("KEYS: {e}"));
+        all.into_iter()
+            .filter(|key| !key.ends_with(":fence"))
+            .collect()
     }
 
     #[track_caller]

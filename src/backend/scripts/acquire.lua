@@ -1,20 +1,86 @@
--- Take the lock, or report how long its holder still has.
--- KEYS[1]  the lock key
--- ARGV[1]  this holder's value (its token first, then metadata)
--- ARGV[2]  the lease length in milliseconds
--- ARGV[3]  the leading bytes of ARGV[1] that identify this holder
--- Returns {1, 0} when this holder now has the lock, {0, pttl} when someone else has it
--- (pttl: milliseconds left, or -1 for a key that never expires, such as another
--- application's data under this name).
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, 0}
+-- Take one of the lock's slots, or report who has them.
+-- KEYS[1..n]   the slots: KEYS[1] is the lock's own key, the only slot when n = 1
+-- KEYS[n+1]    one slot past the limit: only checked, to catch a larger --limit elsewhere
+-- KEYS[n+2]    the fence counter
+-- KEYS[n+3]    the fair queue (sorted set: token -> arrival, server ms)
+-- KEYS[n+4]    the fair queue's heartbeats (sorted set: token -> expiry, server ms)
+-- ARGV[1]  this holder's identity, the value's first bytes: {"token":"<uuid>"
+-- ARGV[2]  the rest of the value after the fence: ,"host":…}
+-- ARGV[3]  the lease length in milliseconds
+-- ARGV[4]  n, the limit
+-- ARGV[5]  fair-queue heartbeat timeout in milliseconds; 0 when not fair
+-- ARGV[6]  this holder's token (its member in the fair queue)
+-- Returns {1, slot, fence} when this holder now has slot `slot`;
+--         {0, pttl, holder} when every slot is taken (pttl: the soonest a slot can free up,
+--           -1 if none will by itself; holder: one holder's value, for messages);
+--         {-1, other, ''} when the key is used with another limit (other: that limit, or 0).
+local n = tonumber(ARGV[4])
+local identity = ARGV[1]
+local free = {}
+local soonest = -1
+local holder = ''
+
+local function held_for(key)
+  local pttl = redis.call('PTTL', key)
+  if pttl >= 0 and (soonest < 0 or pttl < soonest) then
+    soonest = pttl
+  end
 end
--- The key exists. If it is ours, an earlier SET landed but its reply was lost on the way
--- back: count that as acquired and restart the lease from now. pcall, because a hash or a
--- list under this name makes GET fail; such a key is simply someone else's.
-local current = redis.pcall('GET', KEYS[1])
-if type(current) == 'string' and string.sub(current, 1, #ARGV[3]) == ARGV[3] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, 0}
+
+for i = 1, n do
+  -- pcall: a hash or list under this name (another application's data) makes GET fail;
+  -- such a slot is simply someone else's, for as long as it exists.
+  local current = redis.pcall('GET', KEYS[i])
+  if current == false then
+    table.insert(free, i)
+  elseif type(current) == 'string' then
+    if string.sub(current, 1, #identity) == identity then
+      -- An earlier attempt of ours landed but its reply was lost: it is ours.
+      redis.call('PEXPIRE', KEYS[i], ARGV[3])
+      local fence = string.match(current, '"fence":(%d+)')
+      return {1, i, tonumber(fence or '0')}
+    end
+    local other = string.match(current, '"limit":(%d+)}$')
+    if other and tonumber(other) ~= n then
+      return {-1, tonumber(other), ''}
+    end
+    if holder == '' then holder = current end
+    held_for(KEYS[i])
+  else
+    held_for(KEYS[i])
+  end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+if redis.call('EXISTS', KEYS[n + 1]) == 1 then
+  local other = redis.pcall('GET', KEYS[n + 1])
+  local limit = type(other) == 'string' and string.match(other, '"limit":(%d+)}$') or '0'
+  return {-1, tonumber(limit), ''}
+end
+
+if tonumber(ARGV[5]) > 0 then
+  -- Fair: join the queue (or stay in it), drop waiters whose heartbeat stopped, and go
+  -- ahead only when fewer waiters are ahead of us than there are free slots.
+  local queue, alive = KEYS[n + 3], KEYS[n + 4]
+  local time = redis.call('TIME')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  for _, stale in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
+    redis.call('ZREM', queue, stale)
+    redis.call('ZREM', alive, stale)
+  end
+  local token = ARGV[6]
+  redis.call('ZADD', queue, 'NX', now, token)
+  redis.call('ZADD', alive, now + tonumber(ARGV[5]), token)
+  local ahead = redis.call('ZRANK', queue, token)
+  if ahead >= #free then
+    return {0, soonest, holder}
+  end
+  redis.call('ZREM', queue, token)
+  redis.call('ZREM', alive, token)
+end
+
+if #free == 0 then
+  return {0, soonest, holder}
+end
+local slot = free[1]
+local fence = redis.call('INCR', KEYS[n + 2])
+redis.call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ARGV[3])
+return {1, slot, fence}

@@ -1,0 +1,167 @@
+//! Reading locks for people (`status`, `list`) and removing a stuck one (`release
+//! --force`). Reads are single scripts, so what is shown is one consistent moment; a forced
+//! release deletes only the exact value it just read.
+
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use anyhow::Result;
+use redis::Script;
+
+use super::single::{Link, FORCE_RELEASE};
+use super::{release_channel, slot_key};
+
+static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/peek.lua")));
+
+/// How many keys one SCAN step asks for.
+const SCAN_BATCH: usize = 500;
+
+/// One held slot of a lock, as Redis has it now.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    /// The Redis key of this slot.
+    pub key: String,
+    /// The value when the key is a string; `None` for another type (another
+    /// application's hash, list, …).
+    pub value: Option<String>,
+    /// The key's Redis type (`string`, `hash`, …).
+    pub kind: String,
+    /// Time left before it expires; `None` when it never does.
+    pub ttl: Option<Duration>,
+    /// The value's fields, when it is a JSON object (as redlock-run writes).
+    pub fields: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl Slot {
+    pub fn field_str(&self, name: &str) -> Option<&str> {
+        self.fields.as_ref()?.get(name)?.as_str()
+    }
+
+    pub fn field_u64(&self, name: &str) -> Option<u64> {
+        self.fields.as_ref()?.get(name)?.as_u64()
+    }
+
+    /// Whether redlock-run wrote this value (it carries a token).
+    pub fn is_ours_kind(&self) -> bool {
+        self.field_str("token").is_some()
+    }
+}
+
+/// The held slots of the lock at `key` (empty when free). Follows a semaphore's other
+/// slots when a holder's value says it has a limit above 1.
+pub fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
+    let mut held = Vec::new();
+    let mut limit = 2; // look at slot 2 too: slot 1 may be free while slot 2 is held
+    let mut slot = 1;
+    while slot <= limit {
+        if let Some(found) = peek(link, &slot_key(key, slot))? {
+            let declared = found.field_u64("limit").unwrap_or(1);
+            limit = limit.max(declared.min(u64::from(crate::config::MAX_LIMIT)) as u32);
+            held.push(found);
+        }
+        slot += 1;
+    }
+    Ok(held)
+}
+
+/// The names (full keys) of every lock under `prefix`: keys that start with it, and
+/// semaphores whose first slot is free but another is held.
+pub fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
+    let pattern = format!("{}*", glob_escape(prefix));
+    let mut names: Vec<String> = scan(link, &pattern)?;
+    let slot_pattern = format!("{{{}*}}:slot:*", glob_escape(prefix));
+    for slot in scan(link, &slot_pattern)? {
+        if let Some(name) = slot
+            .strip_prefix('{')
+            .and_then(|rest| rest.rsplit_once("}:slot:"))
+            .map(|(name, _)| name.to_string())
+        {
+            names.push(name);
+        }
+    }
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Deletes `slot` if it still holds the value read, and wakes the lock's waiters. Returns
+/// whether it was deleted (false: it changed or vanished in the meantime).
+pub fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<bool> {
+    let Some(value) = &slot.value else {
+        return Ok(false);
+    };
+    let channel = release_channel(lock_key);
+    let deleted: i64 = link.call(None, |connection| {
+        FORCE_RELEASE
+            .key(&slot.key)
+            .arg(value)
+            .arg(&channel)
+            .invoke(connection)
+    })?;
+    Ok(deleted == 1)
+}
+
+fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {
+    let (kind, pttl, value): (String, i64, String) =
+        link.call(None, |connection| PEEK.key(key).invoke(connection))?;
+    if kind == "none" {
+        return Ok(None);
+    }
+    let fields = serde_json::from_str::<serde_json::Value>(&value)
+        .ok()
+        .and_then(|parsed| match parsed {
+            serde_json::Value::Object(map) => Some(map),
+            _ => None,
+        });
+    Ok(Some(Slot {
+        key: key.to_string(),
+        value: (kind == "string").then_some(value),
+        kind,
+        ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        fields,
+    }))
+}
+
+fn scan(link: &mut Link, pattern: &str) -> Result<Vec<String>> {
+    let mut found = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = link.call(None, |connection| {
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(SCAN_BATCH)
+                .query(connection)
+        })?;
+        found.extend(keys);
+        if next == 0 {
+            return Ok(found);
+        }
+        cursor = next;
+    }
+}
+
+/// `text` with the glob characters SCAN MATCH knows escaped.
+fn glob_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(ch);
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_are_escaped() {
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(glob_escape("redlock:"), "redlock:");
+    }
+}

@@ -1,0 +1,104 @@
+//! Who holds a lock, read back from the value redlock-run writes (see `backend` for the
+//! layout), and said in one line for people: `web-3 pid 4242 `./deploy.sh prod` for 3m12s`.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The metadata of one holder. Every field is optional: a value written by another version,
+/// or by hand, may lack some.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holder {
+    pub token: Option<String>,
+    pub host: Option<String>,
+    pub pid: Option<u64>,
+    pub cmd: Option<String>,
+    /// When it took the lock, in milliseconds since the Unix epoch (its own clock).
+    pub since_ms: Option<u64>,
+    pub fence: Option<u64>,
+    pub limit: Option<u64>,
+}
+
+impl Holder {
+    /// Reads a lock value; `None` when it is not a JSON object with a token, i.e. not
+    /// written by redlock-run.
+    pub fn parse(value: &str) -> Option<Holder> {
+        let serde_json::Value::Object(fields) = serde_json::from_str(value).ok()? else {
+            return None;
+        };
+        let text = |name: &str| fields.get(name)?.as_str().map(str::to_string);
+        let number = |name: &str| fields.get(name)?.as_u64();
+        let holder = Holder {
+            token: text("token"),
+            host: text("host"),
+            pid: number("pid"),
+            cmd: text("cmd"),
+            since_ms: number("since_ms"),
+            fence: number("fence"),
+            limit: number("limit"),
+        };
+        holder.token.is_some().then_some(holder)
+    }
+
+    /// How long it has held the lock, by this machine's clock (clocks may differ a little).
+    pub fn held_for(&self) -> Option<Duration> {
+        let since = UNIX_EPOCH + Duration::from_millis(self.since_ms?);
+        Some(
+            SystemTime::now()
+                .duration_since(since)
+                .unwrap_or(Duration::ZERO),
+        )
+    }
+}
+
+impl fmt::Display for Holder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.host.as_deref().unwrap_or("unknown host"))?;
+        if let Some(pid) = self.pid {
+            write!(f, " pid {pid}")?;
+        }
+        if let Some(cmd) = &self.cmd {
+            write!(f, " `{cmd}`")?;
+        }
+        if let Some(held_for) = self.held_for() {
+            let seconds = Duration::from_secs(held_for.as_secs());
+            write!(f, " for {}", humantime::format_duration(seconds))?;
+        }
+        Ok(())
+    }
+}
+
+/// One line about whoever holds a value: the holder, or "an unknown holder" for a value
+/// redlock-run did not write.
+pub fn describe(value: Option<&str>) -> String {
+    match value.and_then(Holder::parse) {
+        Some(holder) => holder.to_string(),
+        None => String::from("an unknown holder (a value redlock-run did not write)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_what_redlock_run_writes() {
+        let value = r#"{"token":"t-1","fence":7,"host":"web-3","pid":4242,"cmd":"./deploy.sh prod","since":"2026-01-01T00:00:00Z","since_ms":1000,"ttl_ms":30000,"limit":1}"#;
+        let holder = Holder::parse(value).unwrap();
+        assert_eq!(holder.token.as_deref(), Some("t-1"));
+        assert_eq!(holder.fence, Some(7));
+        assert_eq!(holder.pid, Some(4242));
+        let line = holder.to_string();
+        assert!(
+            line.starts_with("web-3 pid 4242 `./deploy.sh prod` for "),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn other_values_are_unknown() {
+        assert_eq!(Holder::parse("thief"), None);
+        assert_eq!(Holder::parse(r#"{"host":"x"}"#), None);
+        assert!(describe(Some("thief")).starts_with("an unknown holder"));
+        assert!(describe(None).starts_with("an unknown holder"));
+    }
+}
