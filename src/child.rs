@@ -5,8 +5,9 @@
 //! - When redlock-run runs in the foreground of a terminal (stdin is that terminal), the group
 //!   is handed the terminal as a shell hands it to a job, so the command reads the terminal
 //!   and a Ctrl-C reaches it directly, once. redlock-run takes the terminal back at the end.
-//! - The command gets SIGTERM if redlock-run dies (`PR_SET_PDEATHSIG`). That fires when the
-//!   *thread* that spawned the child exits, so `spawn` must be called from the main thread.
+//! - The command's first process gets SIGTERM if redlock-run dies (`PR_SET_PDEATHSIG`).
+//!   That fires when the *thread* that spawned the child exits, so `spawn` must be called
+//!   from the main thread. The rest of the group is the guardian's job (`guardian.rs`).
 //! - redlock-run is a child subreaper, so processes the command leaves behind come back to it
 //!   and can be waited for before the lock is released.
 //! - The command's exit is observed with `waitid(WNOWAIT)`: it stays a zombie, its pid and

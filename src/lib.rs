@@ -8,6 +8,7 @@ pub mod child;
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod guardian;
 pub mod holder;
 pub mod renew;
 pub mod report;

@@ -70,17 +70,20 @@ pub struct Renewer {
     stop: Sender<()>,
     backend: SharedBackend,
     valid_until: Arc<Mutex<Instant>>,
+    timing: LeaseTiming,
 }
 
 type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
 
 impl Renewer {
     /// Starts renewing a lease acquired by a command sent at `sent_at`.
+    /// `on_renewed` hears each new end of the lease.
     pub fn start(
         backend: Box<dyn LockBackend>,
         timing: LeaseTiming,
         sent_at: Instant,
         events: Sender<Event>,
+        on_renewed: Box<dyn Fn(Instant) + Send>,
     ) -> Result<Renewer> {
         let (stop, stopped) = mpsc::channel();
         let valid_until = Arc::new(Mutex::new(sent_at + timing.validity()));
@@ -95,6 +98,7 @@ impl Renewer {
                     sent_at,
                     &stopped,
                     &thread_valid_until,
+                    &*on_renewed,
                 );
                 if let Some(loss) = loss {
                     let _ = events.send(Event::LockLost(loss));
@@ -105,12 +109,19 @@ impl Renewer {
             stop,
             backend,
             valid_until,
+            timing,
         })
     }
 
     /// Until when the lease surely holds, by the last successful renewal.
     pub fn valid_until(&self) -> Instant {
         *lock(&self.valid_until)
+    }
+
+    /// When the lock counts as lost unless a renewal succeeds first. The supervisor watches
+    /// this too, so that a renewal stuck in I/O can never delay the command's termination.
+    pub fn give_up_at(&self) -> Instant {
+        self.valid_until() - self.timing.grace()
     }
 
     /// Stops renewing and hands over the backend for the release. A renewal in flight
@@ -129,9 +140,10 @@ fn renew_until_stopped(
     mut sent_at: Instant,
     stop: &mpsc::Receiver<()>,
     shared_valid_until: &Mutex<Instant>,
+    on_renewed: &dyn Fn(Instant),
 ) -> Option<Loss> {
     let mut failures = 0u32;
-    let mut last_error = String::new();
+    let mut last_error = String::from("no renewal was answered");
     let mut next_renewal = sent_at + timing.renew_every;
     loop {
         let pause = next_renewal.saturating_duration_since(Instant::now());
@@ -153,17 +165,19 @@ fn renew_until_stopped(
         if !matches!(stop.try_recv(), Err(TryRecvError::Empty)) {
             return None;
         }
-        let attempt_sent = Instant::now();
         let renewal = backend.renew(give_up_at);
         drop(backend);
         match renewal {
-            Ok(Renewal::Extended) => {
+            Ok(Renewal::Extended {
+                sent_at: attempt_sent,
+            }) => {
                 if failures > 0 {
                     report::verbose(format_args!("renewed after {failures} failed attempts"));
                 }
                 failures = 0;
                 sent_at = attempt_sent;
                 *lock(shared_valid_until) = sent_at + timing.validity();
+                on_renewed(sent_at + timing.validity());
                 next_renewal = sent_at + timing.renew_every;
                 report::verbose(format_args!("lease renewed"));
             }

@@ -5,6 +5,7 @@
 
 use std::io::IsTerminal;
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -14,6 +15,7 @@ use crate::backend::{Attempt, LockBackend, LockRequest, Released};
 use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
 use crate::exit::Outcome;
+use crate::guardian::Guardian;
 use crate::renew::{self, LeaseTiming, Renewer};
 use crate::supervise::{self, Ending, Event};
 use crate::wait::{self, WaitPlan, Waited};
@@ -114,12 +116,35 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         renew_every: config.renew_every,
         kill_after: config.kill_after,
     };
-    let renewer = Renewer::start(backend, timing, sent_at, events_tx)?;
+    // Started after the command (it needs the group's id), so a SIGKILL in the few
+    // microseconds between the two leaves only the parent-death signal to act.
+    let guardian =
+        match Guardian::start(child.pid(), config.kill_after, sent_at + timing.validity()) {
+            Ok(guardian) => Some(Arc::new(guardian)),
+            Err(err) => {
+                report::warn(format_args!(
+                "cannot start the guardian process ({err}); if redlock-run is killed, only the \
+                 command's first process gets SIGTERM"
+            ));
+                None
+            }
+        };
+    let guardian_for_renewals = guardian.clone();
+    let on_renewed = Box::new(move |valid_until| {
+        if let Some(guardian) = &guardian_for_renewals {
+            guardian.extend(valid_until);
+        }
+    });
+    let renewer = Renewer::start(backend, timing, sent_at, events_tx, on_renewed)?;
     let limits = supervise::Limits {
         kill_after: config.kill_after,
         max_runtime: config.max_runtime,
     };
     let supervised = supervise::supervise(&mut child, &events, &renewer, &config.key, limits);
+    // The group is gone (or supervision failed and nothing more can be done for it).
+    if let Some(guardian) = &guardian {
+        guardian.dismiss();
+    }
     let valid_until = renewer.valid_until();
     let backend = renewer.stop();
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.

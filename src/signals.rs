@@ -7,7 +7,7 @@
 //! | INT, QUIT typed at the terminal | abort the wait             | not forwarded when the command's group holds the terminal: the terminal already delivered it there, and forwarding would deliver it twice; forwarded otherwise |
 //! | TSTP (Ctrl-Z), TTIN, TTOU, WINCH | default action           | reach the command's group from the terminal directly; when the command stops, redlock-run stops too and resumes it on `fg` |
 //! | PIPE                            | ignored (Rust's default)   | the command's own default applies     |
-//! | KILL                            | redlock-run dies; the key expires by its TTL | the command gets SIGTERM (parent-death signal); the key expires by its TTL |
+//! | KILL                            | redlock-run dies; the key expires by its TTL | the guardian process (see `guardian.rs`) sends the command's group SIGTERM, then SIGKILL by the lease's end; the key expires by its TTL |
 //!
 //! The origin matters for the terminal row: `Cause::Kernel` marks a signal the terminal
 //! driver generated, `Cause::Sent` one that a process sent with `kill`.

@@ -64,132 +64,194 @@ pub fn supervise(
     key: &str,
     limits: Limits,
 ) -> Result<Supervised> {
-    let mut ending = Ending::Exited;
-    // Once the command is being terminated: when SIGKILL is due, and whether it was sent.
-    let mut kill_at: Option<Instant> = None;
-    let mut killed = false;
-    let mut runtime_ends = limits.max_runtime.map(|limit| Instant::now() + limit);
+    let mut state = Supervisor {
+        child,
+        renewer,
+        key,
+        limits,
+        ending: Ending::Exited,
+        kill_at: None,
+        killed: false,
+        runtime_ends: limits.max_runtime.map(|limit| Instant::now() + limit),
+    };
     loop {
-        let timer = [kill_at.filter(|_| !killed), runtime_ends]
-            .into_iter()
-            .flatten()
-            .min();
-        let event = match timer {
+        let event = match state.next_timer() {
             Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                Ok(event) => event,
-                Err(RecvTimeoutError::Timeout) => {
-                    let now = Instant::now();
-                    if runtime_ends.is_some_and(|at| now >= at) {
-                        runtime_ends = None;
-                        if kill_at.is_none() {
-                            report::error(&anyhow::anyhow!(
-                                "--max-runtime of {} reached; terminating the command \
-                                 (SIGTERM now, SIGKILL in {})",
-                                report::duration(limits.max_runtime.unwrap_or_default()),
-                                report::duration(limits.kill_after)
-                            ));
-                            child.terminate_group();
-                            kill_at = Some(now + limits.kill_after);
-                            ending = Ending::MaxRuntime;
-                        }
-                    } else if kill_at.is_some_and(|at| now >= at) && !killed {
-                        report::verbose(format_args!("sending SIGKILL to the command"));
-                        child.signal_group(libc::SIGKILL);
-                        killed = true;
-                    }
-                    continue;
-                }
+                Ok(event) => Some(event),
+                Err(RecvTimeoutError::Timeout) => state.timer_fired(Instant::now()),
                 Err(RecvTimeoutError::Disconnected) => unreachable_disconnect()?,
             },
-            None => match events.recv() {
-                Ok(event) => event,
-                Err(_) => unreachable_disconnect()?,
-            },
+            None => Some(events.recv().or_else(|_| unreachable_disconnect())?),
         };
+        if let Some(done) = event
+            .map(|event| state.handle(event))
+            .transpose()?
+            .flatten()
+        {
+            return Ok(done);
+        }
+    }
+}
+
+/// The supervisor's state between events.
+struct Supervisor<'a> {
+    child: &'a mut Child,
+    renewer: &'a Renewer,
+    key: &'a str,
+    limits: Limits,
+    ending: Ending,
+    /// Once the command is being terminated: when SIGKILL is due, and whether it was sent.
+    kill_at: Option<Instant>,
+    killed: bool,
+    runtime_ends: Option<Instant>,
+}
+
+impl Supervisor<'_> {
+    /// The soonest deadline: SIGKILL due, --max-runtime, or the lease's own end. The renewal
+    /// thread reports a loss itself, but it may be stuck in a slow read; the lease is watched
+    /// here as well, so that nothing in Redis I/O can delay the command's termination.
+    fn next_timer(&self) -> Option<Instant> {
+        let lease_ends = (self.ending != Ending::LockLost).then(|| self.renewer.give_up_at());
+        [
+            self.kill_at.filter(|_| !self.killed),
+            self.runtime_ends,
+            lease_ends,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Acts on whichever deadline has passed; a lease that ran out becomes a `LockLost`.
+    fn timer_fired(&mut self, now: Instant) -> Option<Event> {
+        if self.ending != Ending::LockLost && now >= self.renewer.give_up_at() {
+            return Some(Event::LockLost(Loss::Unconfirmed {
+                valid_until: self.renewer.valid_until(),
+                last_error: String::from("the renewal did not return in time"),
+            }));
+        }
+        if self.runtime_ends.is_some_and(|at| now >= at) {
+            self.runtime_ends = None;
+            if self.kill_at.is_none() {
+                report::error(&anyhow::anyhow!(
+                    "--max-runtime of {} reached; terminating the command \
+                     (SIGTERM now, SIGKILL in {})",
+                    report::duration(self.limits.max_runtime.unwrap_or_default()),
+                    report::duration(self.limits.kill_after)
+                ));
+                self.child.terminate_group();
+                self.kill_at = Some(now + self.limits.kill_after);
+                self.ending = Ending::MaxRuntime;
+            }
+        } else if self.kill_at.is_some_and(|at| now >= at) && !self.killed {
+            report::verbose(format_args!("sending SIGKILL to the command"));
+            self.child.signal_group(libc::SIGKILL);
+            self.killed = true;
+        }
+        None
+    }
+
+    /// Reacts to one event; `Some` once the command and its group are gone.
+    fn handle(&mut self, event: Event) -> Result<Option<Supervised>> {
         match event {
             Event::Signal {
                 signal,
                 from_terminal,
-            } => {
-                if from_terminal && child.has_terminal() {
-                    report::verbose(format_args!(
-                        "{} came from the terminal, which delivered it to the command already",
-                        signals::name(signal)
-                    ));
-                } else {
-                    report::verbose(format_args!(
-                        "forwarding {} to the command",
-                        signals::name(signal)
-                    ));
-                    child.signal_group(signal);
-                }
-            }
-            Event::ChildStopped => {
-                if !child.lends_terminal() || kill_at.is_some() {
-                    continue;
-                }
-                child.stop_with_command();
-                // Continued. While we were stopped nothing renewed the lease: resume the
-                // command only if the lease still holds; the renewal thread, now running
-                // again, renews at once.
-                if Instant::now() >= renewer.valid_until() {
-                    report::error(&anyhow::anyhow!(
-                        "lock lost: {key} expired while the command was stopped; killing it"
-                    ));
-                    child.signal_group(libc::SIGKILL);
-                    kill_at = Some(Instant::now());
-                    killed = true;
-                    ending = Ending::LockLost;
-                } else {
-                    child.resume();
-                }
-            }
-            Event::LockLost(loss) => {
-                if ending == Ending::LockLost {
-                    continue;
-                }
-                ending = Ending::LockLost;
-                let now = Instant::now();
-                let (why, latest_kill) = match loss {
-                    Loss::NotOurs => (
-                        format!("{key} is gone from Redis or now held by someone else"),
-                        None,
-                    ),
-                    Loss::Unconfirmed {
-                        valid_until,
-                        last_error,
-                    } => (
-                        format!("Redis did not confirm {key} in time ({last_error})"),
-                        Some(valid_until),
-                    ),
-                };
-                let due = kill_at.unwrap_or(now + limits.kill_after);
-                let at = latest_kill.map_or(due, |latest| latest.min(due));
-                report::error(&anyhow::anyhow!(
-                    "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
-                    report::duration(at.saturating_duration_since(now))
-                ));
-                child.terminate_group();
-                kill_at = Some(at);
-            }
-            Event::ChildExited => {
-                let status = child
-                    .reap()
-                    .context("cannot collect the command's status")?;
-                report::verbose(format_args!("command ended: {status}"));
-                let leftovers_kill_at =
-                    kill_at.unwrap_or_else(|| Instant::now() + limits.kill_after);
-                if child.end_leftovers(leftovers_kill_at) && kill_at.is_none() {
-                    report::warn(format_args!(
-                        "the command left processes running in its process group; \
-                         terminated them before releasing the lock"
-                    ));
-                }
-                child.return_terminal();
-                return Ok(Supervised { status, ending });
-            }
+            } => self.forward(signal, from_terminal),
+            Event::ChildStopped => self.stopped(),
+            Event::LockLost(loss) => self.lost(loss),
+            Event::ChildExited => return self.exited().map(Some),
             Event::Notice(_) => {}
         }
+        Ok(None)
+    }
+
+    fn forward(&mut self, signal: libc::c_int, from_terminal: bool) {
+        if from_terminal && self.child.has_terminal() {
+            report::verbose(format_args!(
+                "{} came from the terminal, which delivered it to the command already",
+                signals::name(signal)
+            ));
+        } else {
+            report::verbose(format_args!(
+                "forwarding {} to the command",
+                signals::name(signal)
+            ));
+            self.child.signal_group(signal);
+        }
+    }
+
+    fn stopped(&mut self) {
+        if !self.child.lends_terminal() || self.kill_at.is_some() {
+            return;
+        }
+        self.child.stop_with_command();
+        // Continued. While we were stopped nothing renewed the lease: resume the command
+        // only if the lease still holds; the renewal thread, running again, renews at once.
+        if Instant::now() >= self.renewer.valid_until() {
+            report::error(&anyhow::anyhow!(
+                "lock lost: {} expired while the command was stopped; killing it",
+                self.key
+            ));
+            self.child.signal_group(libc::SIGKILL);
+            self.kill_at = Some(Instant::now());
+            self.killed = true;
+            self.ending = Ending::LockLost;
+        } else {
+            self.child.resume();
+        }
+    }
+
+    fn lost(&mut self, loss: Loss) {
+        if self.ending == Ending::LockLost {
+            return;
+        }
+        self.ending = Ending::LockLost;
+        let now = Instant::now();
+        let key = self.key;
+        let (why, latest_kill) = match loss {
+            Loss::NotOurs => (
+                format!("{key} is gone from Redis or now held by someone else"),
+                None,
+            ),
+            Loss::Unconfirmed {
+                valid_until,
+                last_error,
+            } => (
+                format!("Redis did not confirm {key} in time ({last_error})"),
+                Some(valid_until),
+            ),
+        };
+        let due = self.kill_at.unwrap_or(now + self.limits.kill_after);
+        let at = latest_kill.map_or(due, |latest| latest.min(due));
+        report::error(&anyhow::anyhow!(
+            "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
+            report::duration(at.saturating_duration_since(now))
+        ));
+        self.child.terminate_group();
+        self.kill_at = Some(at);
+    }
+
+    fn exited(&mut self) -> Result<Supervised> {
+        let status = self
+            .child
+            .reap()
+            .context("cannot collect the command's status")?;
+        report::verbose(format_args!("command ended: {status}"));
+        let leftovers_kill_at = self
+            .kill_at
+            .unwrap_or_else(|| Instant::now() + self.limits.kill_after);
+        if self.child.end_leftovers(leftovers_kill_at) && self.kill_at.is_none() {
+            report::warn(format_args!(
+                "the command left processes running in its process group; \
+                 terminated them before releasing the lock"
+            ));
+        }
+        self.child.return_terminal();
+        Ok(Supervised {
+            status,
+            ending: self.ending,
+        })
     }
 }
 

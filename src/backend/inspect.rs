@@ -2,16 +2,12 @@
 //! --force`). Reads are single scripts, so what is shown is one consistent moment; a forced
 //! release deletes only the exact value it just read.
 
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use anyhow::Result;
-use redis::Script;
 
-use super::single::{Link, FORCE_RELEASE};
+use super::single::{Link, FORCE_RELEASE, PEEK};
 use super::{release_channel, slot_key};
-
-static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/peek.lua")));
 
 /// How many keys one SCAN step asks for.
 const SCAN_BATCH: usize = 500;
@@ -91,19 +87,15 @@ pub fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<boo
         return Ok(false);
     };
     let channel = release_channel(lock_key);
-    let deleted: i64 = link.call(None, |connection| {
-        FORCE_RELEASE
-            .key(&slot.key)
-            .arg(value)
-            .arg(&channel)
-            .invoke(connection)
+    let deleted: i64 = link.call(None, |session| {
+        session.eval(&FORCE_RELEASE, &[&slot.key], &[value, &channel])
     })?;
     Ok(deleted == 1)
 }
 
 fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {
     let (kind, pttl, value): (String, i64, String) =
-        link.call(None, |connection| PEEK.key(key).invoke(connection))?;
+        link.call(None, |session| session.eval(&PEEK, &[key], &[]))?;
     if kind == "none" {
         return Ok(None);
     }
@@ -126,14 +118,14 @@ fn scan(link: &mut Link, pattern: &str) -> Result<Vec<String>> {
     let mut found = Vec::new();
     let mut cursor: u64 = 0;
     loop {
-        let (next, keys): (u64, Vec<String>) = link.call(None, |connection| {
-            redis::cmd("SCAN")
-                .arg(cursor)
+        let (next, keys): (u64, Vec<String>) = link.call(None, |session| {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor)
                 .arg("MATCH")
                 .arg(pattern)
                 .arg("COUNT")
-                .arg(SCAN_BATCH)
-                .query(connection)
+                .arg(SCAN_BATCH);
+            session.query(&scan)
         })?;
         found.extend(keys);
         if next == 0 {

@@ -147,7 +147,8 @@ pub enum Attempt {
 /// The result of one renewal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Renewal {
-    Extended,
+    /// Extended by a command sent at `sent_at`: the lease now runs from then.
+    Extended { sent_at: Instant },
     /// The key is gone or holds someone else's value: the lock is lost for sure.
     NotOurs,
 }

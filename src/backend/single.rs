@@ -11,7 +11,10 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
-use redis::{Client, Connection, ErrorKind, IntoConnectionInfo, RedisError, Script};
+use redis::{
+    Client, Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, Script,
+    ServerErrorKind,
+};
 
 use super::{
     sibling_key, Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
@@ -19,15 +22,32 @@ use super::{
 };
 use crate::config::RedisTarget;
 
-static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/acquire.lua")));
-static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("scripts/renew.lua")));
-static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/release.lua")));
-static LEAVE_QUEUE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/leave_queue.lua")));
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+static LEAVE_QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_QUEUE_LUA));
 pub(super) static FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("scripts/force_release.lua")));
+    LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
+pub(super) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
+
+const ACQUIRE_LUA: &str = include_str!("scripts/acquire.lua");
+const RENEW_LUA: &str = include_str!("scripts/renew.lua");
+const RELEASE_LUA: &str = include_str!("scripts/release.lua");
+const LEAVE_QUEUE_LUA: &str = include_str!("scripts/leave_queue.lua");
+const FORCE_RELEASE_LUA: &str = include_str!("scripts/force_release.lua");
+const PEEK_LUA: &str = include_str!("scripts/peek.lua");
+
+/// Every script, loaded together the first time a server says it lacks one (a fresh,
+/// restarted or flushed Redis): a holder's first renewal must not need a round trip of its
+/// own to load its script, on a lease that may be short.
+const ALL_SCRIPTS: [&str; 6] = [
+    ACQUIRE_LUA,
+    RENEW_LUA,
+    RELEASE_LUA,
+    LEAVE_QUEUE_LUA,
+    FORCE_RELEASE_LUA,
+    PEEK_LUA,
+];
 
 /// How often an idle subscriber thread looks up to see whether it is still wanted. It only
 /// checks a flag: no Redis command is sent.
@@ -47,8 +67,72 @@ pub struct Link {
     display: String,
     timeout: Duration,
     connection: Option<Connection>,
-    /// Whether the last call got as far as sending its command (it may have taken effect).
+    /// Whether the last call got as far as sending a command (it may have taken effect).
     sent: bool,
+}
+
+/// One call's use of the connection: every command it sends gets the time left before the
+/// call's deadline (or the configured timeout, if sooner) for its write and its read, and the
+/// moment the last command was sent is kept, since a lease starts no earlier than that.
+pub struct Session<'a> {
+    connection: &'a mut Connection,
+    deadline: Option<Instant>,
+    timeout: Duration,
+    display: &'a str,
+    /// When the last command left this machine.
+    pub sent_at: Option<Instant>,
+}
+
+impl Session<'_> {
+    /// Sends `command` and reads its reply.
+    pub fn query<T: FromRedisValue>(&mut self, command: &Cmd) -> Result<T> {
+        self.arm()?;
+        command
+            .query(self.connection)
+            .map_err(|err| describe_error(err, self.display))
+    }
+
+    /// Runs `script` by SHA. A server that does not have it gets every script loaded and
+    /// this one run in a single round trip.
+    pub fn eval<T: FromRedisValue>(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<T> {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        self.arm()?;
+        match evalsha.query(self.connection) {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
+            other => return other.map_err(|err| describe_error(err, self.display)),
+        }
+        let mut load_and_run = redis::pipe();
+        for source in ALL_SCRIPTS {
+            load_and_run.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+        }
+        load_and_run.add_command(evalsha);
+        self.arm()?;
+        let (reply,): (T,) = load_and_run
+            .query(self.connection)
+            .map_err(|err| describe_error(err, self.display))?;
+        Ok(reply)
+    }
+
+    /// Sets the timeouts for the next command and notes when it leaves.
+    fn arm(&mut self) -> Result<()> {
+        let limit = time_left(self.timeout, self.deadline)?;
+        self.connection
+            .set_read_timeout(Some(limit))
+            .and_then(|()| self.connection.set_write_timeout(Some(limit)))
+            .map_err(|err| describe_error(err, self.display))?;
+        self.sent_at = Some(Instant::now());
+        Ok(())
+    }
 }
 
 impl SingleRedis {
@@ -114,24 +198,28 @@ impl Link {
     pub fn call<T>(
         &mut self,
         deadline: Option<Instant>,
-        command: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+        commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
     ) -> Result<T> {
         self.sent = false;
         let limit = time_left(self.timeout, deadline)?;
-        let connection = match self.connection.take() {
+        let mut connection = match self.connection.take() {
             Some(connection) => connection,
             None => connect(&self.client, &self.display, limit)?,
         };
-        let mut connection = connection;
-        let limit = time_left(self.timeout, deadline)?;
-        connection
-            .set_read_timeout(Some(limit))
-            .and_then(|()| connection.set_write_timeout(Some(limit)))
-            .map_err(|err| describe_error(err, &self.display))?;
-        self.sent = true;
-        let result = command(&mut connection).map_err(|err| describe_error(err, &self.display))?;
-        self.connection = Some(connection);
-        Ok(result)
+        let mut session = Session {
+            connection: &mut connection,
+            deadline,
+            timeout: self.timeout,
+            display: &self.display,
+            sent_at: None,
+        };
+        let result = commands(&mut session);
+        self.sent = session.sent_at.is_some();
+        // After a failure the connection may hold a late reply: it is not used again.
+        if result.is_ok() {
+            self.connection = Some(connection);
+        }
+        result
     }
 }
 
@@ -143,44 +231,46 @@ impl LockBackend for SingleRedis {
             .collect();
         keys.push(sibling_key(&self.lock.key, ":fence"));
         keys.extend(self.queue_keys());
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let heartbeat_ms = self
             .lock
             .fair_heartbeat_timeout
-            .map_or(0, |t| t.as_millis() as u64);
-        let ttl_ms = self.lock.ttl.as_millis() as u64;
+            .map_or(0, |t| t.as_millis())
+            .to_string();
+        let ttl_ms = self.lock.ttl.as_millis().to_string();
+        let limit_arg = limit.to_string();
+        let args = [
+            self.identity.as_str(),
+            &self.lock.metadata,
+            &ttl_ms,
+            &limit_arg,
+            &heartbeat_ms,
+            &self.lock.token,
+        ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
         // A failure to connect sent nothing, and is not retried here.
         let mut retried = false;
         loop {
-            let sent_at = Instant::now();
-            let lock = &self.lock;
-            let identity = &self.identity;
-            let reply: Result<(i64, i64, redis::Value)> = self.link.call(None, |connection| {
-                ACQUIRE
-                    .key(&keys)
-                    .arg(identity)
-                    .arg(&lock.metadata)
-                    .arg(ttl_ms)
-                    .arg(limit)
-                    .arg(heartbeat_ms)
-                    .arg(&lock.token)
-                    .invoke(connection)
-            });
+            let reply: Result<((i64, i64, redis::Value), Instant)> =
+                self.link.call(None, |session| {
+                    let reply = session.eval(&ACQUIRE, &keys, &args)?;
+                    Ok((reply, session.sent_at.unwrap_or_else(Instant::now)))
+                });
             match reply {
-                Ok((1, slot, fence)) => {
+                Ok(((1, slot, fence), sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot as u32));
                     let fence = redis::from_redis_value(fence).unwrap_or(0);
                     return Ok(Attempt::Acquired { sent_at, fence });
                 }
-                Ok((0, pttl, holder)) => {
+                Ok(((0, pttl, holder), _)) => {
                     let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     let holder: Option<String> = redis::from_redis_value(holder)
                         .ok()
                         .filter(|value: &String| !value.is_empty());
                     return Ok(Attempt::Busy { holder_ttl, holder });
                 }
-                Ok((_, other, _)) => {
+                Ok(((_, other, _), _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
                         n => format!("--limit {n}"),
@@ -199,13 +289,14 @@ impl LockBackend for SingleRedis {
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
         let key = self.held_key().to_string();
-        let identity = &self.identity;
-        let ttl_ms = self.lock.ttl.as_millis() as u64;
-        let extended: i64 = self.link.call(Some(deadline), |connection| {
-            RENEW.key(&key).arg(identity).arg(ttl_ms).invoke(connection)
+        let ttl_ms = self.lock.ttl.as_millis().to_string();
+        let args = [self.identity.as_str(), &ttl_ms];
+        let (extended, sent_at): (i64, Instant) = self.link.call(Some(deadline), |session| {
+            let extended = session.eval(&RENEW, &[&key], &args)?;
+            Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
         })?;
         Ok(if extended == 1 {
-            Renewal::Extended
+            Renewal::Extended { sent_at }
         } else {
             Renewal::NotOurs
         })
@@ -213,16 +304,13 @@ impl LockBackend for SingleRedis {
 
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
         let key = self.held_key().to_string();
-        let identity = &self.identity;
         let channel = self.lock.release_channel();
-        let keep_ms = keep_for.map_or(0, |keep| keep.as_millis().max(1) as u64);
-        let released: i64 = self.link.call(Some(deadline), |connection| {
-            RELEASE
-                .key(&key)
-                .arg(identity)
-                .arg(&channel)
-                .arg(keep_ms)
-                .invoke(connection)
+        let keep_ms = keep_for
+            .map_or(0, |keep| keep.as_millis().max(1))
+            .to_string();
+        let args = [self.identity.as_str(), &channel, &keep_ms];
+        let released: i64 = self.link.call(Some(deadline), |session| {
+            session.eval(&RELEASE, &[&key], &args)
         })?;
         Ok(match released {
             1 => Released::Deleted,
@@ -235,10 +323,10 @@ impl LockBackend for SingleRedis {
         if self.lock.fair_heartbeat_timeout.is_none() {
             return;
         }
-        let keys = self.queue_keys();
-        let token = &self.lock.token;
-        let _: Result<i64> = self.link.call(None, |connection| {
-            LEAVE_QUEUE.key(&keys).arg(token).invoke(connection)
+        let [queue, alive] = self.queue_keys();
+        let token = self.lock.token.as_str();
+        let _: Result<i64> = self.link.call(None, |session| {
+            session.eval(&LEAVE_QUEUE, &[&queue, &alive], &[token])
         });
     }
 

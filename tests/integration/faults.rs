@@ -444,11 +444,12 @@ fn blackholed_redis_the_holder_is_killed_before_its_lease_can_expire() {
     assert!(contender.start > lease_end);
 }
 
-/// Redis slow, then silent, during the first renewal on a fresh Redis. Its script cache is
-/// empty, so that renewal is three commands (EVALSHA, answered NOSCRIPT; SCRIPT LOAD;
-/// EVALSHA): the first two take 300ms each way, the third gets no answer. The renewal must
-/// still give up by its deadline, and the command die before the lease can expire on the
-/// server, where a contender takes the lock as soon as it does.
+/// Redis slow, then silent, during a renewal that finds the server's script cache empty
+/// (flushed after the acquire, as after a SCRIPT FLUSH or a failover to a fresh replica).
+/// That renewal is two round trips (EVALSHA, answered NOSCRIPT; then the scripts loaded and
+/// run in one pipeline): the first takes 300ms each way, the second gets no answer. The
+/// renewal must still give up by its deadline, and the command die before the lease can
+/// expire on the server, where a contender takes the lock as soon as it does.
 #[test]
 fn slow_then_silent_redis_the_holder_dies_before_its_lease_can_expire() {
     let _timing = timing_sensitive();
@@ -463,8 +464,9 @@ fn slow_then_silent_redis_the_holder_dies_before_its_lease_can_expire() {
         .spawn();
     holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
     // The first renewal is due 666ms after the acquire: these come well before it.
+    let _: String = server.query(&["SCRIPT", "FLUSH"]);
     proxy.latency(Duration::from_millis(300), Duration::from_millis(300));
-    proxy.set_after(2, Fault::Blackhole);
+    proxy.set_after(1, Fault::Blackhole);
     let lease_end = lease_end_after(&server, "redlock:ss").expect("the holder's lease");
     let contender_script = history.section(&dir, "contender", "true");
     let contender = server

@@ -1,0 +1,190 @@
+//! The command's guard for when redlock-run itself cannot act: killed with SIGKILL, or
+//! stopped. The parent-death signal reaches only the command's first process; a shell
+//! script's children would run on after the lease expired. So, once the command has started,
+//! redlock-run forks a small guardian process, in a session of its own, that holds the read
+//! end of a pipe. Through it redlock-run sends the lease's end (on the monotonic clock) after
+//! each renewal, and a dismissal once the command's group is gone.
+//!
+//! - The pipe closes without a dismissal (redlock-run died): SIGTERM to the command's group,
+//!   SIGKILL at `--kill-after` or at the lease's end, whichever is sooner.
+//! - The lease's end passes with no word from redlock-run (it is stopped or stuck): SIGKILL
+//!   to the group at once. This is a backstop; a healthy redlock-run acts earlier.
+//! - Dismissed: exit.
+//!
+//! The guardian stops as soon as the group is gone, so that it never signals a group id the
+//! kernel has handed to someone else. Forked from a process with threads, it calls only
+//! async-signal-safe functions and allocates nothing.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use crate::signals;
+
+/// What a dismissal looks like on the pipe; any other value is the lease's new end.
+const DISMISS: u64 = 0;
+/// How often the guardian looks whether the group has gone, while terminating it.
+const POLL_MS: libc::c_int = 10;
+
+pub struct Guardian {
+    pipe: OwnedFd,
+    pid: libc::pid_t,
+}
+
+impl Guardian {
+    /// Forks the guardian of process group `group`, whose lease ends at `valid_until`.
+    pub fn start(
+        group: libc::pid_t,
+        kill_after: Duration,
+        valid_until: Instant,
+    ) -> io::Result<Guardian> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 just created these descriptors; each is owned once.
+        let (read_end, write_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let lease_end = monotonic_ns(valid_until);
+        let kill_after_ns = kill_after.as_nanos().min(u128::from(u64::MAX)) as u64;
+        // SAFETY: fork has no preconditions; the child runs only `guard`, which is
+        // async-signal-safe, and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if pid == 0 {
+            // SAFETY: we are the forked child; `guard` does not return.
+            unsafe { guard(read_end.as_raw_fd(), group, lease_end, kill_after_ns) }
+        }
+        drop(read_end);
+        Ok(Guardian {
+            pipe: write_end,
+            pid,
+        })
+    }
+
+    /// Tells the guardian the lease now runs until `valid_until`.
+    pub fn extend(&self, valid_until: Instant) {
+        self.send(monotonic_ns(valid_until).max(1));
+    }
+
+    /// The command's group is gone: the guardian exits. Reaps it.
+    pub fn dismiss(&self) {
+        self.send(DISMISS);
+        let mut status = 0;
+        // SAFETY: `status` is a valid place for waitpid to write to.
+        unsafe { libc::waitpid(self.pid, &mut status, 0) };
+    }
+
+    fn send(&self, value: u64) {
+        let bytes = value.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer; a pipe write this small is atomic. A
+        // guardian that already left (its backstop fired) makes this fail, which is fine.
+        unsafe {
+            libc::write(self.pipe.as_raw_fd(), bytes.as_ptr().cast(), bytes.len());
+        }
+    }
+}
+
+/// The guardian's life. Only async-signal-safe calls, no allocation.
+///
+/// # Safety
+/// Call only in a freshly forked child.
+unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_after: u64) -> ! {
+    // SAFETY: plain system calls on descriptors and signals of this process.
+    unsafe {
+        // Out of redlock-run's session and process group: a signal meant for those (a
+        // terminal's Ctrl-C, a CI runner killing the job's group) must not end the guard
+        // before it has done its work.
+        libc::setsid();
+        for signal in signals::FORWARDED {
+            libc::signal(signal, libc::SIG_DFL);
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        // Keep only the pipe, as descriptor 3, and hold no one else's descriptors open (a
+        // pipe on stdout would keep its reader waiting for us); the copy of the pipe's write
+        // end goes too, or its closing would never be seen.
+        libc::dup2(pipe, 3);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        for fd in 0..3 {
+            libc::dup2(null, fd);
+        }
+        libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
+        let pipe = 3;
+
+        let mut lease_end = lease_end;
+        loop {
+            let now = now_ns();
+            if now >= lease_end {
+                // Nobody renewed in time and redlock-run did not act: the lease is over.
+                libc::kill(-group, libc::SIGKILL);
+                libc::_exit(0);
+            }
+            let mut poll = libc::pollfd {
+                fd: pipe,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let wait_ms = ((lease_end - now) / 1_000_000 + 1).min(i32::MAX as u64) as libc::c_int;
+            if libc::poll(&mut poll, 1, wait_ms) <= 0 {
+                continue;
+            }
+            let mut bytes = [0u8; 8];
+            let read = libc::read(pipe, bytes.as_mut_ptr().cast(), bytes.len());
+            match read {
+                8 => match u64::from_ne_bytes(bytes) {
+                    DISMISS => libc::_exit(0),
+                    end => lease_end = end,
+                },
+                0 => {
+                    // redlock-run is gone without a word: end the group as it would have.
+                    terminate(group, lease_end.min(now_ns().saturating_add(kill_after)));
+                    libc::_exit(0);
+                }
+                _ => {} // interrupted; try again
+            }
+        }
+    }
+}
+
+/// SIGTERM to `group` now, SIGKILL at `kill_at` if any of it is still there.
+///
+/// # Safety
+/// Async-signal-safe; for the guardian only.
+unsafe fn terminate(group: libc::pid_t, kill_at: u64) {
+    // SAFETY: kill and poll with plain values.
+    unsafe {
+        libc::kill(-group, libc::SIGTERM);
+        libc::kill(-group, libc::SIGCONT);
+        while libc::kill(-group, 0) == 0 {
+            if now_ns() >= kill_at {
+                libc::kill(-group, libc::SIGKILL);
+                return;
+            }
+            libc::poll(std::ptr::null_mut(), 0, POLL_MS);
+        }
+    }
+}
+
+/// The monotonic clock that `Instant` reads, in nanoseconds.
+fn now_ns() -> u64 {
+    // SAFETY: an all-zero timespec is valid for clock_gettime to overwrite.
+    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: `now` is a valid place to write; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
+}
+
+/// `at` on the monotonic clock, in nanoseconds (std's `Instant` is CLOCK_MONOTONIC on Linux).
+fn monotonic_ns(at: Instant) -> u64 {
+    let (reference, reference_ns) = (Instant::now(), now_ns());
+    if at >= reference {
+        reference_ns.saturating_add((at - reference).as_nanos() as u64)
+    } else {
+        reference_ns.saturating_sub((reference - at).as_nanos() as u64)
+    }
+}
