@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
+use crate::backend;
 use crate::backend::inspect::{self, Slot};
 use crate::backend::single::Link;
 use crate::config::{AdminAction, AdminConfig};
@@ -75,6 +76,12 @@ fn list(link: &mut Link, prefix: &str, json: bool) -> Result<Outcome> {
 
 /// Exit 0 when something was deleted, 1 when the lock was free; refuses without `--force`.
 fn release(link: &mut Link, key: &str, force: bool) -> Result<Outcome> {
+    if let Some(lock) = backend::lock_of_internal_key(key) {
+        bail!(
+            "{key} is bookkeeping of the lock {lock} (its fence counter, limit, queue or a \
+             slot), not a lock; deleting it could let fences repeat. Release {lock} instead"
+        );
+    }
     let slots = inspect::read_lock(link, key).with_context(|| format!("cannot read {key}"))?;
     if slots.is_empty() {
         print(&format!("{key} is free; nothing to release"))?;

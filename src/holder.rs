@@ -76,6 +76,39 @@ pub fn describe(value: Option<&str>) -> String {
     }
 }
 
+/// What stands between a waiter and the lock, as the last attempt found it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Blocker {
+    /// One holder's value, when a slot is held by a string value.
+    pub holder: Option<String>,
+    /// With `--fair`: waiters queued before this one.
+    pub ahead: u32,
+}
+
+impl Blocker {
+    /// `held by web-3 pid 4242 …`, or, for a fair waiter with free slots but others queued
+    /// first, `free, but 2 waiters are ahead in the fair queue`.
+    pub fn phrase(&self) -> String {
+        match (&self.holder, self.ahead) {
+            (None, 1) => String::from("free, but 1 waiter is ahead in the fair queue"),
+            (None, ahead) if ahead > 1 => {
+                format!("free, but {ahead} waiters are ahead in the fair queue")
+            }
+            (holder, _) => format!("held by {}", describe(holder.as_deref())),
+        }
+    }
+
+    /// What a change of is worth a new line: another holder (by token), or the queue.
+    pub fn identity(&self) -> (Option<String>, bool) {
+        let token = self
+            .holder
+            .as_deref()
+            .and_then(Holder::parse)
+            .and_then(|holder| holder.token);
+        (token, self.holder.is_none() && self.ahead > 0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +125,23 @@ mod tests {
             line.starts_with("web-3 pid 4242 `./deploy.sh prod` for "),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_queue_is_not_a_holder() {
+        let queued = Blocker {
+            holder: None,
+            ahead: 2,
+        };
+        assert_eq!(
+            queued.phrase(),
+            "free, but 2 waiters are ahead in the fair queue"
+        );
+        let foreign = Blocker {
+            holder: Some("thief".into()),
+            ahead: 0,
+        };
+        assert!(foreign.phrase().starts_with("held by an unknown holder"));
     }
 
     #[test]

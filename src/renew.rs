@@ -59,11 +59,8 @@ impl LeaseTiming {
 pub enum Loss {
     /// Redis answered: the key is gone or holds someone else's value.
     NotOurs,
-    /// Redis did not confirm in time; the lease runs out at `valid_until`.
-    Unconfirmed {
-        valid_until: Instant,
-        last_error: String,
-    },
+    /// Redis did not confirm in time; the lease is running out.
+    Unconfirmed { last_error: String },
 }
 
 pub struct Renewer {
@@ -155,10 +152,7 @@ fn renew_until_stopped(
         let valid_until = sent_at + timing.validity();
         let give_up_at = valid_until - timing.grace();
         if Instant::now() >= give_up_at {
-            return Some(Loss::Unconfirmed {
-                valid_until,
-                last_error,
-            });
+            return Some(Loss::Unconfirmed { last_error });
         }
         let mut backend = lock(backend);
         // Stopped while this thread was waking up: the release may already have happened.

@@ -16,6 +16,7 @@ use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
 use crate::exit::Outcome;
 use crate::guardian::Guardian;
+use crate::holder::Blocker;
 use crate::renew::{self, LeaseTiming, Renewer};
 use crate::supervise::{self, Ending, Event};
 use crate::wait::{self, WaitPlan, Waited};
@@ -165,7 +166,7 @@ fn acquire(
     events: &Receiver<Event>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
-    let holder = match backend
+    let blocker = match backend
         .try_acquire()
         .with_context(|| format!("cannot take {}", config.key))?
     {
@@ -176,15 +177,15 @@ fn acquire(
                 fence,
             })
         }
-        Attempt::Busy { holder, .. } => holder,
+        Attempt::Busy { holder, ahead, .. } => Blocker { holder, ahead },
     };
     let deadline = match config.wait {
         Wait::For(limit) if limit.is_zero() => {
             backend.abandon();
             report::info(format_args!(
-                "{} is held by {}; not waiting",
+                "{} is {}; not waiting",
                 config.key,
-                crate::holder::describe(holder.as_deref())
+                blocker.phrase()
             ));
             return Ok(not_acquired(config));
         }
@@ -197,7 +198,7 @@ fn acquire(
         heartbeat: config.fair.then_some(FAIR_HEARTBEAT_EVERY),
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
     };
-    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, holder, events_tx, events)
+    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
         .with_context(|| format!("cannot wait for {}", config.key));
     let waited = match waited {
         Ok(waited) => waited,

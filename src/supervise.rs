@@ -126,7 +126,6 @@ impl Supervisor<'_> {
     fn timer_fired(&mut self, now: Instant) -> Option<Event> {
         if self.ending != Ending::LockLost && now >= self.renewer.give_up_at() {
             return Some(Event::LockLost(Loss::Unconfirmed {
-                valid_until: self.renewer.valid_until(),
                 last_error: String::from("the renewal did not return in time"),
             }));
         }
@@ -209,21 +208,16 @@ impl Supervisor<'_> {
         self.ending = Ending::LockLost;
         let now = Instant::now();
         let key = self.key;
-        let (why, latest_kill) = match loss {
-            Loss::NotOurs => (
-                format!("{key} is gone from Redis or now held by someone else"),
-                None,
-            ),
-            Loss::Unconfirmed {
-                valid_until,
-                last_error,
-            } => (
-                format!("Redis did not confirm {key} in time ({last_error})"),
-                Some(valid_until),
-            ),
+        let why = match loss {
+            Loss::NotOurs => format!("{key} is gone from Redis or now held by someone else"),
+            Loss::Unconfirmed { last_error, .. } => {
+                format!("Redis did not confirm {key} in time ({last_error})")
+            }
         };
+        // Past the lease's end nothing keeps anyone else out: SIGKILL by then at the latest
+        // (the guardian would do it otherwise).
         let due = self.kill_at.unwrap_or(now + self.limits.kill_after);
-        let at = latest_kill.map_or(due, |latest| latest.min(due));
+        let at = due.min(self.renewer.valid_until().max(now));
         report::error(&anyhow::anyhow!(
             "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
             report::duration(at.saturating_duration_since(now))

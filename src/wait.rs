@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::backend::{single::is_transient, Attempt, LockBackend, Notice, Subscription};
-use crate::holder::Holder;
+use crate::holder::Blocker;
 use crate::report;
 use crate::supervise::Event;
 
@@ -54,17 +54,17 @@ pub struct WaitPlan {
 }
 
 /// Waits until the lock is ours, the plan's deadline passes or a signal arrives on
-/// `events`. The caller has already found the lock busy once, held by `holder`.
+/// `events`. The caller has already found the lock busy once, because of `blocker`.
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
     key: &str,
     plan: WaitPlan,
-    holder: Option<String>,
+    blocker: Blocker,
     events_tx: &Sender<Event>,
     events: &Receiver<Event>,
 ) -> Result<Waited> {
     let started = Instant::now();
-    let mut announcer = Announcer::new(plan.announce, started, holder);
+    let mut announcer = Announcer::new(plan.announce, started, blocker);
     let mut subscription: Option<Subscription> = None;
     let mut next_try = Instant::now();
     let mut failures = 0u32;
@@ -89,9 +89,13 @@ pub fn wait_for_lock(
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
                 }
-                Ok(Attempt::Busy { holder_ttl, holder }) => {
+                Ok(Attempt::Busy {
+                    holder_ttl,
+                    holder,
+                    ahead,
+                }) => {
                     failures = 0;
-                    announcer.holder_is(holder);
+                    announcer.blocked_by(Blocker { holder, ahead });
                     let mut delay = retry_delay(holder_ttl);
                     if let Some(heartbeat) = plan.heartbeat {
                         delay = delay.min(heartbeat);
@@ -143,23 +147,23 @@ pub fn wait_for_lock(
 struct Announcer {
     enabled: bool,
     due: Instant,
-    holder: Option<String>,
-    /// The token last named, so a renewal (same holder) says nothing new.
-    named: Option<Option<String>>,
+    blocker: Blocker,
+    /// Who was last named, so a renewal (same holder) says nothing new.
+    named: Option<(Option<String>, bool)>,
 }
 
 impl Announcer {
-    fn new(enabled: bool, started: Instant, holder: Option<String>) -> Announcer {
+    fn new(enabled: bool, started: Instant, blocker: Blocker) -> Announcer {
         Announcer {
             enabled,
             due: started + ANNOUNCE_AFTER,
-            holder,
+            blocker,
             named: None,
         }
     }
 
-    fn holder_is(&mut self, holder: Option<String>) {
-        self.holder = holder;
+    fn blocked_by(&mut self, blocker: Blocker) {
+        self.blocker = blocker;
     }
 
     /// When it next needs to wake up to speak, if ever.
@@ -171,19 +175,12 @@ impl Announcer {
         if !self.enabled || now < self.due {
             return;
         }
-        let token = self
-            .holder
-            .as_deref()
-            .and_then(Holder::parse)
-            .and_then(|holder| holder.token);
-        if self.named.as_ref() == Some(&token) {
+        let who = self.blocker.identity();
+        if self.named.as_ref() == Some(&who) {
             return;
         }
-        report::line_anyway(format_args!(
-            "waiting for {key}: held by {}",
-            crate::holder::describe(self.holder.as_deref())
-        ));
-        self.named = Some(token);
+        report::line_anyway(format_args!("waiting for {key}: {}", self.blocker.phrase()));
+        self.named = Some(who);
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::single::{Link, FORCE_RELEASE, PEEK};
-use super::{release_channel, slot_key};
+use super::{limit_key, lock_of_internal_key, release_channel, slot_key};
+use crate::config::MAX_LIMIT;
 
 /// How many keys one SCAN step asks for.
 const SCAN_BATCH: usize = 500;
@@ -43,16 +44,19 @@ impl Slot {
     }
 }
 
-/// The held slots of the lock at `key` (empty when free). Follows a semaphore's other
-/// slots when a holder's value says it has a limit above 1.
+/// The held slots of the lock at `key` (empty when free): slot 1, and with a semaphore
+/// (its `{K}:limit` key, or a holder's value, says how many slots) the others.
 pub fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
+    let declared = peek(link, &limit_key(key))?
+        .and_then(|limit| limit.value?.trim().parse::<u32>().ok())
+        .unwrap_or(1);
+    let mut limit = declared.clamp(1, MAX_LIMIT);
     let mut held = Vec::new();
-    let mut limit = 2; // look at slot 2 too: slot 1 may be free while slot 2 is held
     let mut slot = 1;
     while slot <= limit {
         if let Some(found) = peek(link, &slot_key(key, slot))? {
-            let declared = found.field_u64("limit").unwrap_or(1);
-            limit = limit.max(declared.min(u64::from(crate::config::MAX_LIMIT)) as u32);
+            let in_value = found.field_u64("limit").unwrap_or(1);
+            limit = limit.max(in_value.min(u64::from(MAX_LIMIT)) as u32);
             held.push(found);
         }
         slot += 1;
@@ -60,21 +64,20 @@ pub fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
     Ok(held)
 }
 
-/// The names (full keys) of every lock under `prefix`: keys that start with it, and
-/// semaphores whose first slot is free but another is held.
+/// The names (full keys) of every lock under `prefix`, each once: keys that start with it,
+/// less the locks' own bookkeeping keys (fence, limit, queue, slots), which stand for their
+/// lock instead.
 pub fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
-    let pattern = format!("{}*", glob_escape(prefix));
-    let mut names: Vec<String> = scan(link, &pattern)?;
-    let slot_pattern = format!("{{{}*}}:slot:*", glob_escape(prefix));
-    for slot in scan(link, &slot_pattern)? {
-        if let Some(name) = slot
-            .strip_prefix('{')
-            .and_then(|rest| rest.rsplit_once("}:slot:"))
-            .map(|(name, _)| name.to_string())
-        {
-            names.push(name);
+    let escaped = glob_escape(prefix);
+    let mut names = Vec::new();
+    // Untagged locks keep their bookkeeping under `{K}…`, outside the prefix: a semaphore
+    // whose first slot is free is found through its limit key.
+    for pattern in [format!("{escaped}*"), format!("{{{escaped}*}}:limit")] {
+        for name in scan(link, &pattern)? {
+            names.push(lock_of_internal_key(&name).unwrap_or(name));
         }
     }
+    names.retain(|name| name.starts_with(prefix));
     names.sort();
     names.dedup();
     Ok(names)

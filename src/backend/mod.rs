@@ -9,6 +9,9 @@
 //!   "since_ms":…,"ttl_ms":30000,"limit":1}`. With `--prefix ''` and the default limit this
 //!   is the standard `SET K token NX PX ttl` lock, shared with other tools that use it.
 //! - `{K}:slot:2` … `{K}:slot:N`: the other slots of a semaphore, strings like `K`.
+//! - `{K}:limit`: while a semaphore has holders, its N (so a run with another `--limit`
+//!   is refused even when the slots it would look at are free); it lives as long as the
+//!   longest lease and goes with the last release.
 //! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
 //! - `{K}:queue` and `{K}:queue:alive`: with `--fair`, sorted sets of waiting tokens by
 //!   arrival and by heartbeat expiry (server time, ms).
@@ -107,6 +110,40 @@ pub fn slot_key(key: &str, slot: u32) -> String {
     }
 }
 
+/// The key that records a semaphore's limit while it has holders.
+pub fn limit_key(key: &str) -> String {
+    sibling_key(key, ":limit")
+}
+
+/// The suffixes of the keys that belong to a lock without being locks themselves.
+const INTERNAL_SUFFIXES: [&str; 4] = [":fence", ":limit", ":queue", ":queue:alive"];
+
+/// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past
+/// the first), the lock's key; `None` for anything else.
+pub fn lock_of_internal_key(name: &str) -> Option<String> {
+    let slot_stem = name.rsplit_once(":slot:").and_then(|(stem, number)| {
+        let slot: u32 = number.parse().ok()?;
+        (slot >= 2 && !number.starts_with('0')).then(|| (stem, format!(":slot:{number}")))
+    });
+    let suffixed = INTERNAL_SUFFIXES
+        .iter()
+        .filter_map(|suffix| Some((name.strip_suffix(suffix)?, suffix.to_string())));
+    for (stem, suffix) in slot_stem.into_iter().chain(suffixed) {
+        // Untagged locks wrap their name in braces: `{K}:fence`.
+        let lock = match stem
+            .strip_prefix('{')
+            .and_then(|inner| inner.strip_suffix('}'))
+        {
+            Some(inner) if !has_hash_tag(inner) => inner,
+            _ => stem,
+        };
+        if sibling_key(lock, &suffix) == name {
+            return Some(lock.to_string());
+        }
+    }
+    None
+}
+
 /// A key that lives in the same Redis Cluster hash slot as `key`.
 pub fn sibling_key(key: &str, suffix: &str) -> String {
     if has_hash_tag(key) {
@@ -141,6 +178,8 @@ pub enum Attempt {
     Busy {
         holder_ttl: Option<Duration>,
         holder: Option<String>,
+        /// With `--fair`: how many waiters are queued before this one.
+        ahead: u32,
     },
 }
 
@@ -294,6 +333,33 @@ mod tests {
         assert_eq!(sibling_key("x{tag}y", ":fence"), "x{tag}y:fence");
         assert_eq!(slot_key("redlock:a", 1), "redlock:a");
         assert_eq!(slot_key("redlock:a", 2), "{redlock:a}:slot:2");
+    }
+
+    #[test]
+    fn bookkeeping_keys_are_recognised() {
+        let owner = |name: &str| lock_of_internal_key(name);
+        assert_eq!(owner("{redlock:a}:fence").as_deref(), Some("redlock:a"));
+        assert_eq!(owner("{redlock:a}:slot:3").as_deref(), Some("redlock:a"));
+        assert_eq!(
+            owner("{redlock:a}:queue:alive").as_deref(),
+            Some("redlock:a")
+        );
+        assert_eq!(
+            owner("redlock:job{a}:fence").as_deref(),
+            Some("redlock:job{a}")
+        );
+        assert_eq!(
+            owner("redlock:job{a}:slot:2").as_deref(),
+            Some("redlock:job{a}")
+        );
+        assert_eq!(
+            owner("redlock:job{a}:limit").as_deref(),
+            Some("redlock:job{a}")
+        );
+        // Locks whose names merely look like that.
+        assert_eq!(owner("redlock:a:fence"), None);
+        assert_eq!(owner("redlock:job{a}:slot:1"), None);
+        assert_eq!(owner("redlock:deploy"), None);
     }
 
     #[test]

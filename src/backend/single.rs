@@ -17,8 +17,8 @@ use redis::{
 };
 
 use super::{
-    sibling_key, Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
-    Subscription,
+    limit_key, sibling_key, Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released,
+    Renewal, Subscription,
 };
 use crate::config::RedisTarget;
 
@@ -226,9 +226,8 @@ impl Link {
 impl LockBackend for SingleRedis {
     fn try_acquire(&mut self) -> Result<Attempt> {
         let limit = self.lock.limit;
-        let mut keys: Vec<String> = (1..=limit + 1)
-            .map(|slot| self.lock.slot_key(slot))
-            .collect();
+        let mut keys: Vec<String> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
+        keys.push(limit_key(&self.lock.key));
         keys.push(sibling_key(&self.lock.key, ":fence"));
         keys.extend(self.queue_keys());
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -252,25 +251,29 @@ impl LockBackend for SingleRedis {
         // A failure to connect sent nothing, and is not retried here.
         let mut retried = false;
         loop {
-            let reply: Result<((i64, i64, redis::Value), Instant)> =
+            let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(None, |session| {
                     let reply = session.eval(&ACQUIRE, &keys, &args)?;
                     Ok((reply, session.sent_at.unwrap_or_else(Instant::now)))
                 });
             match reply {
-                Ok(((1, slot, fence), sent_at)) => {
+                Ok(((1, slot, fence, _), sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot as u32));
                     let fence = redis::from_redis_value(fence).unwrap_or(0);
                     return Ok(Attempt::Acquired { sent_at, fence });
                 }
-                Ok(((0, pttl, holder), _)) => {
+                Ok(((0, pttl, holder, ahead), _)) => {
                     let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     let holder: Option<String> = redis::from_redis_value(holder)
                         .ok()
                         .filter(|value: &String| !value.is_empty());
-                    return Ok(Attempt::Busy { holder_ttl, holder });
+                    return Ok(Attempt::Busy {
+                        holder_ttl,
+                        holder,
+                        ahead,
+                    });
                 }
-                Ok(((_, other, _), _)) => {
+                Ok(((_, other, _, _), _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
                         n => format!("--limit {n}"),
@@ -288,11 +291,16 @@ impl LockBackend for SingleRedis {
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
-        let key = self.held_key().to_string();
+        let mut keys = vec![self.held_key().to_string()];
+        if self.lock.limit > 1 {
+            keys.push(limit_key(&self.lock.key));
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let ttl_ms = self.lock.ttl.as_millis().to_string();
-        let args = [self.identity.as_str(), &ttl_ms];
+        let limit = self.lock.limit.to_string();
+        let args = [self.identity.as_str(), &ttl_ms, &limit];
         let (extended, sent_at): (i64, Instant) = self.link.call(Some(deadline), |session| {
-            let extended = session.eval(&RENEW, &[&key], &args)?;
+            let extended = session.eval(&RENEW, &keys, &args)?;
             Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
         })?;
         Ok(if extended == 1 {
@@ -303,14 +311,20 @@ impl LockBackend for SingleRedis {
     }
 
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
-        let key = self.held_key().to_string();
+        let mut keys = vec![self.held_key().to_string()];
+        if self.lock.limit > 1 {
+            keys.push(limit_key(&self.lock.key));
+            keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let channel = self.lock.release_channel();
         let keep_ms = keep_for
             .map_or(0, |keep| keep.as_millis().max(1))
             .to_string();
-        let args = [self.identity.as_str(), &channel, &keep_ms];
+        let limit = self.lock.limit.to_string();
+        let args = [self.identity.as_str(), &channel, &keep_ms, &limit];
         let released: i64 = self.link.call(Some(deadline), |session| {
-            session.eval(&RELEASE, &[&key], &args)
+            session.eval(&RELEASE, &keys, &args)
         })?;
         Ok(match released {
             1 => Released::Deleted,
@@ -425,7 +439,8 @@ fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
         ErrorKind::Io if err.is_connection_refusal() => {
             format!("cannot connect to {display}: {err}")
         }
-        ErrorKind::Io if err.is_timeout() => format!("no answer in time from {display}: {err}"),
+        // The OS says "Resource temporarily unavailable" for a read that timed out.
+        ErrorKind::Io if err.is_timeout() => format!("no answer in time from {display}"),
         ErrorKind::Io => format!("connection to {display} failed: {err}"),
         ErrorKind::Server(_) => format!("{display} answered with an error: {err}"),
         _ => format!("request to {display} failed: {err}"),

@@ -8,6 +8,7 @@ mod exit_codes;
 mod faults;
 mod history;
 mod lease;
+mod operators;
 mod proxy;
 mod signals;
 mod support;

@@ -407,6 +407,45 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("DEL {key}: {e}"));
     }
 
+    /// Sets one field of a hash (another application's data, as far as the tool knows).
+    #[track_caller]
+    pub fn hset(&self, key: &str, field: &str, value: &str) {
+        let _: i64 = redis::cmd("HSET")
+            .arg(key)
+            .arg(field)
+            .arg(value)
+            .query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("HSET {key}: {e}"));
+    }
+
+    /// One field of a hash, if present.
+    #[track_caller]
+    pub fn hget(&self, key: &str, field: &str) -> Option<String> {
+        redis::cmd("HGET")
+            .arg(key)
+            .arg(field)
+            .query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("HGET {key}: {e}"))
+    }
+
+    /// The Redis type of `key` (`none` when it does not exist).
+    #[track_caller]
+    pub fn key_type(&self, key: &str) -> String {
+        redis::cmd("TYPE")
+            .arg(key)
+            .query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("TYPE {key}: {e}"))
+    }
+
+    /// How many members a sorted set has (0 when it does not exist).
+    #[track_caller]
+    pub fn zcard(&self, key: &str) -> i64 {
+        redis::cmd("ZCARD")
+            .arg(key)
+            .query(&mut self.connection())
+            .unwrap_or_else(|e| panic!("ZCARD {key}: {e}"))
+    }
+
     #[track_caller]
     /// How many keys the database holds, not counting fence counters (`{K}:fence`), which
     /// persist by design so that fences only grow.

@@ -1,6 +1,6 @@
 -- Take one of the lock's slots, or report who has them.
 -- KEYS[1..n]   the slots: KEYS[1] is the lock's own key, the only slot when n = 1
--- KEYS[n+1]    one slot past the limit: only checked, to catch a larger --limit elsewhere
+-- KEYS[n+1]    the limit in force while a semaphore (n > 1) has holders: {K}:limit
 -- KEYS[n+2]    the fence counter
 -- KEYS[n+3]    the fair queue (sorted set: token -> arrival, server ms)
 -- KEYS[n+4]    the fair queue's heartbeats (sorted set: token -> expiry, server ms)
@@ -10,12 +10,22 @@
 -- ARGV[4]  n, the limit
 -- ARGV[5]  fair-queue heartbeat timeout in milliseconds; 0 when not fair
 -- ARGV[6]  this holder's token (its member in the fair queue)
--- Returns {1, slot, fence} when this holder now has slot `slot`;
---         {0, pttl, holder} when every slot is taken (pttl: the soonest a slot can free up,
---           -1 if none will by itself; holder: one holder's value, for messages);
---         {-1, other, ''} when the key is used with another limit (other: that limit, or 0).
+-- Returns {1, slot, fence, 0} when this holder now has slot `slot`;
+--         {0, pttl, holder, ahead} when it must wait (pttl: the soonest a slot can free up,
+--           -1 if none will by itself; holder: one holder's value, '' if none; ahead: fair
+--           waiters queued before this one);
+--         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
+--           0 for a value redlock-run did not write).
 local n = tonumber(ARGV[4])
 local identity = ARGV[1]
+local ttl = tonumber(ARGV[3])
+
+-- A semaphore with holders records its limit; anyone passing another one is refused, even
+-- when the slots it would look at are free.
+local declared = redis.pcall('GET', KEYS[n + 1])
+if type(declared) == 'string' and tonumber(declared) ~= n then
+  return {-1, tonumber(declared) or 0, '', 0}
+end
 local free = {}
 local soonest = -1
 local holder = ''
@@ -38,22 +48,17 @@ for i = 1, n do
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
       redis.call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
-      return {1, i, tonumber(fence or '0')}
+      return {1, i, tonumber(fence or '0'), 0}
     end
     local other = string.match(current, '"limit":(%d+)}$')
     if other and tonumber(other) ~= n then
-      return {-1, tonumber(other), ''}
+      return {-1, tonumber(other), '', 0}
     end
     if holder == '' then holder = current end
     held_for(KEYS[i])
   else
     held_for(KEYS[i])
   end
-end
-if redis.call('EXISTS', KEYS[n + 1]) == 1 then
-  local other = redis.pcall('GET', KEYS[n + 1])
-  local limit = type(other) == 'string' and string.match(other, '"limit":(%d+)}$') or '0'
-  return {-1, tonumber(limit), ''}
 end
 
 if tonumber(ARGV[5]) > 0 then
@@ -71,16 +76,19 @@ if tonumber(ARGV[5]) > 0 then
   redis.call('ZADD', alive, now + tonumber(ARGV[5]), token)
   local ahead = redis.call('ZRANK', queue, token)
   if ahead >= #free then
-    return {0, soonest, holder}
+    return {0, soonest, holder, ahead}
   end
   redis.call('ZREM', queue, token)
   redis.call('ZREM', alive, token)
 end
 
 if #free == 0 then
-  return {0, soonest, holder}
+  return {0, soonest, holder, 0}
 end
 local slot = free[1]
 local fence = redis.call('INCR', KEYS[n + 2])
-redis.call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ARGV[3])
-return {1, slot, fence}
+redis.call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
+if n > 1 and redis.call('PTTL', KEYS[n + 1]) < ttl then
+  redis.call('SET', KEYS[n + 1], n, 'PX', ttl)
+end
+return {1, slot, fence, 0}

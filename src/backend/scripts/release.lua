@@ -1,18 +1,32 @@
 -- Delete the lock, only if it still holds this holder's value, and wake the waiters.
--- KEYS[1]  the slot this holder has
+-- KEYS[1]     the slot this holder has
+-- KEYS[2]     with a semaphore: its {K}:limit key
+-- KEYS[3..]   with a semaphore: every slot; when none is held any more, the limit key goes
 -- ARGV[1]  the leading bytes of the value that identify this holder
 -- ARGV[2]  the channel waiters subscribe to
 -- ARGV[3]  milliseconds left of --min-hold (0: none): the key is kept that long instead
+-- ARGV[4]  with a semaphore: its limit
 -- Returns 1 when released, 2 when kept until the --min-hold mark, 0 when the key was
 -- already gone or belongs to someone else (then nothing is touched: it is not ours).
 local current = redis.pcall('GET', KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
-if tonumber(ARGV[3]) > 0 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local keep = tonumber(ARGV[3])
+if keep > 0 then
+  redis.call('PEXPIRE', KEYS[1], keep)
+  if KEYS[2] and redis.call('PTTL', KEYS[2]) < keep then
+    redis.call('SET', KEYS[2], ARGV[4], 'PX', keep)
+  end
   return 2
 end
 redis.call('DEL', KEYS[1])
+if KEYS[2] then
+  local held = false
+  for i = 3, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then held = true end
+  end
+  if not held then redis.call('DEL', KEYS[2]) end
+end
 redis.call('PUBLISH', ARGV[2], KEYS[1])
 return 1

@@ -1,10 +1,16 @@
 -- Extend the lease, only if the key still holds this holder's value.
--- KEYS[1]  the lock key
+-- KEYS[1]  the slot this holder has
+-- KEYS[2]  with a semaphore: its {K}:limit key, kept alive as long as any holder's lease
 -- ARGV[1]  the leading bytes of the value that identify this holder
 -- ARGV[2]  the lease length in milliseconds
+-- ARGV[3]  with a semaphore: its limit
 -- Returns 1 when extended, 0 when the key is gone or belongs to someone else.
 local current = redis.pcall('GET', KEYS[1])
-if type(current) == 'string' and string.sub(current, 1, #ARGV[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+end
+return 1
