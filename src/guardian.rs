@@ -28,7 +28,6 @@ const POLL_MS: libc::c_int = 10;
 
 pub struct Guardian {
     pipe: OwnedFd,
-    pid: libc::pid_t,
 }
 
 impl Guardian {
@@ -59,10 +58,7 @@ impl Guardian {
             unsafe { guard(read_end.as_raw_fd(), group, lease_end, kill_after_ns) }
         }
         drop(read_end);
-        Ok(Guardian {
-            pipe: write_end,
-            pid,
-        })
+        Ok(Guardian { pipe: write_end })
     }
 
     /// Tells the guardian the lease now runs until `valid_until`.
@@ -70,12 +66,11 @@ impl Guardian {
         self.send(monotonic_ns(valid_until).max(1));
     }
 
-    /// The command's group is gone: the guardian exits. Reaps it.
+    /// The command's group is gone: the guardian exits. Not waited for: this is on the
+    /// path from the command's exit to the release, which a waiter is waiting on; redlock-run
+    /// exits right after, and the guardian's exit status is of no interest.
     pub fn dismiss(&self) {
         self.send(DISMISS);
-        let mut status = 0;
-        // SAFETY: `status` is a valid place for waitpid to write to.
-        unsafe { libc::waitpid(self.pid, &mut status, 0) };
     }
 
     fn send(&self, value: u64) {
