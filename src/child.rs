@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::spawn;
 use crate::supervise::Event;
-use crate::{signals, spawn};
 
 /// How often to look whether processes left behind by the command have gone.
 const LEFTOVER_POLL: Duration = Duration::from_millis(10);
@@ -42,19 +42,45 @@ pub enum SpawnError {
     CannotExecute(io::Error),
 }
 
-/// Makes orphans of the command's processes our children, so they can be waited for.
-pub fn become_subreaper() {
+/// Readies this process to supervise the command: orphans of the command's processes become
+/// our children (so they can be waited for), and SIGCHLD is at its default, since an
+/// ignored SIGCHLD inherited from the caller would make the kernel reap the command behind
+/// our back and leave no exit status to collect.
+pub fn prepare() {
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument and touches no
-    // memory of ours.
+    // memory of ours; signal() with SIG_DFL installs no handler.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
 }
 
-/// Starts `argv` in a new process group with `env` added. Call from the main thread.
-pub fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Child, SpawnError> {
+/// Starts the thread that will report the command's exit and stops as events; it waits for
+/// the command's pid on the returned sender (and ends if it is dropped unsent). Started
+/// before the command, so that the command never runs unwatched.
+pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
+    let (pid_tx, pid_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("child-watch".into())
+        .spawn(move || {
+            if let Ok(pid) = pid_rx.recv() {
+                watch(pid, &events);
+            }
+        })
+        .context("cannot start the child-watch thread")?;
+    Ok(pid_tx)
+}
+
+/// Starts `argv` in a new process group with `env` added; `handled` are the signals this
+/// process has handlers for (reset to their defaults in the command). Call from the main
+/// thread.
+pub fn spawn(
+    argv: &[OsString],
+    env: &[(&str, String)],
+    handled: &[libc::c_int],
+) -> Result<Child, SpawnError> {
     let terminal = in_terminal_foreground();
-    match spawn::spawn(argv, env, terminal, &signals::FORWARDED) {
+    match spawn::spawn(argv, env, terminal, handled) {
         Ok(pid) => Ok(Child { pid, terminal }),
         Err(err) if err.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(err)),
         Err(err) => Err(SpawnError::CannotExecute(err)),
@@ -64,16 +90,6 @@ pub fn spawn(argv: &[OsString], env: &[(&str, String)]) -> Result<Child, SpawnEr
 impl Child {
     pub fn pid(&self) -> libc::pid_t {
         self.pid
-    }
-
-    /// Reports the command's exit (and, with a terminal, its stops) as events, from a thread.
-    pub fn watch(&self, events: Sender<Event>) -> Result<()> {
-        let pid = self.pid;
-        std::thread::Builder::new()
-            .name("child-watch".into())
-            .spawn(move || watch(pid, &events))
-            .context("cannot start the child-watch thread")?;
-        Ok(())
     }
 
     /// Sends `signal` to every process of the command's group. A group that is already gone
@@ -217,6 +233,8 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
             return;
         }
         if info.si_code == libc::CLD_STOPPED {
+            // SAFETY: for CLD_STOPPED, si_status holds the stopping signal.
+            let signal = unsafe { info.si_status() };
             // Consume the stop (WNOWAIT left it pending), keep watching for the exit.
             // SAFETY: as above.
             let mut consumed: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -229,7 +247,7 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
                     libc::WSTOPPED | libc::WNOHANG,
                 );
             }
-            if events.send(Event::ChildStopped).is_err() {
+            if events.send(Event::ChildStopped { signal }).is_err() {
                 return;
             }
             continue;
@@ -254,7 +272,7 @@ fn take_terminal() {
     with_sigttou_blocked(|| unsafe { libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpgrp()) });
 }
 
-/// Runs `f` with SIGTTOU blocked in the calling thread. Async-signal-safe, for `pre_exec`.
+/// Runs `f` with SIGTTOU blocked in the calling thread.
 fn with_sigttou_blocked(f: impl FnOnce() -> libc::c_int) -> libc::c_int {
     // SAFETY: the sigset values live on this stack frame for the duration of the calls;
     // sigemptyset/sigaddset initialise `block` before pthread_sigmask reads it.

@@ -10,15 +10,16 @@ Exit status:
   N        the command's own status; 128+S if it died from signal S
   75       lock not obtained: busy with --no-wait, or --wait ran out (see -E)
   76       the lock was lost while the command ran; the command was terminated
+  124      --max-runtime ran out; the command was terminated (76 if the lock was lost)
   125      redlock-run itself failed and the command never ran (usage, Redis, auth, TLS)
   126      the command could not be executed
   127      the command was not found
-  124      --max-runtime ran out; the command was terminated
 
 The command receives REDLOCK_KEY (the full Redis key), REDLOCK_TOKEN (this holder's
 token), REDLOCK_FENCE (a number that grows with every acquisition of this lock) and
 REDLOCK_TTL_MS in its environment.
 
+Subcommands take their options after their name: redlock-run status -r URL -k KEY.
 To run a program named like a subcommand (status, list, release), put it after --.";
 
 /// Run a command while holding a named lock in Redis.

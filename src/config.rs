@@ -290,21 +290,26 @@ fn check_redis_url(target: &RedisTarget) -> Result<()> {
 
 /// The URL with any password replaced by `***`: in `user:password@` and in a `pass=` query
 /// parameter (the unix-socket form). Works on text, so it also covers URLs that fail to parse.
+/// The user part runs to the *last* `@`: a password may hold `/`, `?`, `#` or `@` unescaped.
 pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
         Some((scheme, rest)) => (format!("{scheme}://"), rest),
         None => (String::new(), url),
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{user}:***@{host}"),
-            None => format!("{userinfo}@{host}"),
-        },
-        None => authority.to_string(),
+    // A socket path has no user part; its password is a query parameter.
+    let has_userinfo = !scheme.contains("unix");
+    let (userinfo, rest) = match rest.rsplit_once('@').filter(|_| has_userinfo) {
+        Some((userinfo, rest)) => (Some(userinfo), rest),
+        None => (None, rest),
     };
-    let tail = match tail.split_once('?') {
+    let userinfo = match userinfo {
+        Some(userinfo) => match userinfo.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@"),
+            None => format!("{userinfo}@"),
+        },
+        None => String::new(),
+    };
+    let rest = match rest.split_once('?') {
         Some((path, query)) => {
             let params: Vec<String> = query
                 .split('&')
@@ -317,9 +322,9 @@ pub fn redact_url(url: &str) -> String {
                 .collect();
             format!("{path}?{}", params.join("&"))
         }
-        None => tail.to_string(),
+        None => rest.to_string(),
     };
-    format!("{scheme}{authority}{tail}")
+    format!("{scheme}{userinfo}{rest}")
 }
 
 #[cfg(test)]
@@ -357,6 +362,15 @@ mod tests {
             redact_url("redis://:p@ss@host:1"),
             "redis://:***@host:1",
             "an unescaped @ in the password still hides all of it"
+        );
+        for tricky in ["s3cr/et", "s3cr?et", "s3cr#et", "a@b/c?d"] {
+            let url = format!("redis://user:{tricky}@127.0.0.1:6379/2");
+            let shown = redact_url(&url);
+            assert_eq!(shown, "redis://user:***@127.0.0.1:6379/2", "{url}");
+        }
+        assert_eq!(
+            redact_url("redis+unix:///run/redis.sock?pass=se@cret"),
+            "redis+unix:///run/redis.sock?pass=***"
         );
         assert_eq!(
             redact_url("redis+unix:///run/redis.sock?db=1&pass=secret"),

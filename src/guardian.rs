@@ -11,8 +11,8 @@
 //!   to the group at once. This is a backstop; a healthy redlock-run acts earlier.
 //! - Dismissed: exit.
 //!
-//! The guardian stops as soon as the group is gone, so that it never signals a group id the
-//! kernel has handed to someone else. Forked from a process with threads, it calls only
+//! The guardian exits once it sees the group gone (it looks at least every second), so that
+//! it does not signal a group id the kernel may have handed to someone else. Forked from a process with threads, it calls only
 //! async-signal-safe functions and allocates nothing.
 
 use std::io;
@@ -25,6 +25,8 @@ use crate::signals;
 const DISMISS: u64 = 0;
 /// How often the guardian looks whether the group has gone, while terminating it.
 const POLL_MS: libc::c_int = 10;
+/// How often it looks otherwise (a check costs one system call).
+const GROUP_CHECK_MS: u64 = 1000;
 
 pub struct Guardian {
     pipe: OwnedFd,
@@ -113,6 +115,11 @@ unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_afte
 
         let mut lease_end = lease_end;
         loop {
+            // Gone (redlock-run is about to dismiss us): never signal a group id that the
+            // kernel may hand to someone else.
+            if libc::kill(-group, 0) != 0 {
+                libc::_exit(0);
+            }
             let now = now_ns();
             if now >= lease_end {
                 // Nobody renewed in time and redlock-run did not act: the lease is over.
@@ -124,7 +131,7 @@ unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_afte
                 events: libc::POLLIN,
                 revents: 0,
             };
-            let wait_ms = ((lease_end - now) / 1_000_000 + 1).min(i32::MAX as u64) as libc::c_int;
+            let wait_ms = ((lease_end - now) / 1_000_000 + 1).min(GROUP_CHECK_MS) as libc::c_int;
             if libc::poll(&mut poll, 1, wait_ms) <= 0 {
                 continue;
             }

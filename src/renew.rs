@@ -70,7 +70,7 @@ pub struct Renewer {
     timing: LeaseTiming,
 }
 
-type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
+pub type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
 
 impl Renewer {
     /// Starts renewing a lease acquired by a command sent at `sent_at`.
@@ -124,9 +124,11 @@ impl Renewer {
     /// Stops renewing and hands over the backend for the release. A renewal in flight
     /// finishes first; none starts after. The thread itself is not waited for: it ends on
     /// its own, or with the process.
-    pub fn stop(self) -> SharedBackend {
+    pub fn stop(self) -> (SharedBackend, Instant) {
         let _ = self.stop.send(());
-        self.backend
+        drop(lock(&self.backend));
+        let valid_until = self.valid_until();
+        (self.backend, valid_until)
     }
 }
 

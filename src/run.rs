@@ -4,8 +4,9 @@
 //! is ours, and the lock is released only once the command's whole process group is gone.
 
 use std::io::IsTerminal;
+use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -53,8 +54,13 @@ enum Acquisition {
 fn run_checked(config: &Config) -> Result<Outcome> {
     let (events_tx, events) = mpsc::channel();
     // First, so that a signal arriving from here on is never lost.
-    signals::listen(events_tx.clone())?;
-    child::become_subreaper();
+    let forwarded = signals::listen(events_tx.clone())?;
+    child::prepare();
+    let timing = LeaseTiming {
+        ttl: config.ttl,
+        renew_every: config.renew_every,
+        kill_after: config.kill_after,
+    };
 
     let fair_heartbeat = config.fair.then_some(FAIR_HEARTBEAT_TIMEOUT);
     let lock = LockRequest::new(
@@ -84,7 +90,7 @@ fn run_checked(config: &Config) -> Result<Outcome> {
 
     // A signal that came while the lock was being taken stops us before the command starts.
     if let Some(signal) = pending_signal(&events) {
-        release(&mut *backend, config, sent_at, sent_at + config.ttl);
+        release(&mut *backend, config, sent_at, sent_at + timing.validity());
         return Ok(Outcome::Interrupted { signal });
     }
 
@@ -94,7 +100,19 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         ("REDLOCK_FENCE", fence.to_string()),
         ("REDLOCK_TTL_MS", config.ttl.as_millis().to_string()),
     ];
-    let mut child = match child::spawn(&config.command, &env) {
+    // Every thread the run needs starts before the command does: once it runs, a failure
+    // to start one would leave it unwatched or unrenewed.
+    let child_pid = child::watcher(events_tx.clone())?;
+    let guardian: Arc<OnceLock<Guardian>> = Arc::default();
+    let renewal_guardian = Arc::clone(&guardian);
+    let on_renewed = Box::new(move |valid_until| {
+        if let Some(guardian) = renewal_guardian.get() {
+            guardian.extend(valid_until);
+        }
+    });
+    let renewer = Renewer::start(backend, timing, sent_at, events_tx, on_renewed)?;
+
+    let mut child = match child::spawn(&config.command, &env, &forwarded) {
         Ok(child) => child,
         Err(err) => {
             let (outcome, err) = match err {
@@ -105,56 +123,47 @@ fn run_checked(config: &Config) -> Result<Outcome> {
                 "cannot run {}: {err}",
                 config.command[0].to_string_lossy()
             ));
-            release(&mut *backend, config, sent_at, sent_at + config.ttl);
+            let (backend, valid_until) = renewer.stop();
+            release(&mut **renew::lock(&backend), config, sent_at, valid_until);
             return Ok(outcome);
         }
     };
+    let _ = child_pid.send(child.pid());
     report::verbose(format_args!("command started, pid {}", child.pid()));
-    child.watch(events_tx.clone())?;
-
-    let timing = LeaseTiming {
-        ttl: config.ttl,
-        renew_every: config.renew_every,
-        kill_after: config.kill_after,
-    };
-    // Started after the command (it needs the group's id), so a SIGKILL in the few
-    // microseconds between the two leaves only the parent-death signal to act.
-    let guardian =
-        match Guardian::start(child.pid(), config.kill_after, sent_at + timing.validity()) {
-            Ok(guardian) => Some(Arc::new(guardian)),
-            Err(err) => {
-                report::warn(format_args!(
-                "cannot start the guardian process ({err}); if redlock-run is killed, only the \
-                 command's first process gets SIGTERM"
-            ));
-                None
-            }
-        };
-    let guardian_for_renewals = guardian.clone();
-    let on_renewed = Box::new(move |valid_until| {
-        if let Some(guardian) = &guardian_for_renewals {
-            guardian.extend(valid_until);
+    // Forked after the command (it needs the group's id): a SIGKILL in the few microseconds
+    // between the two leaves only the parent-death signal to act.
+    match Guardian::start(child.pid(), config.kill_after, renewer.valid_until()) {
+        Ok(started) => {
+            let _ = guardian.set(started);
         }
-    });
-    let renewer = Renewer::start(backend, timing, sent_at, events_tx, on_renewed)?;
+        Err(err) => report::warn(format_args!(
+            "cannot start the guardian process ({err}); if redlock-run is killed, only the \
+             command's first process gets SIGTERM"
+        )),
+    }
+
     let limits = supervise::Limits {
         kill_after: config.kill_after,
         max_runtime: config.max_runtime,
     };
     let supervised = supervise::supervise(&mut child, &events, &renewer, &config.key, limits);
     // The group is gone (or supervision failed and nothing more can be done for it).
-    if let Some(guardian) = &guardian {
+    if let Some(guardian) = guardian.get() {
         guardian.dismiss();
     }
-    let valid_until = renewer.valid_until();
-    let backend = renewer.stop();
+    let (backend, valid_until) = renewer.stop();
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
     release(&mut **renew::lock(&backend), config, sent_at, valid_until);
     let supervised = supervised?;
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
         Ending::MaxRuntime => Outcome::MaxRuntime,
-        Ending::Exited => Outcome::Command(supervised.status),
+        Ending::Exited => {
+            if supervised.status.signal() == Some(libc::SIGINT) {
+                signals::end_by_sigint(child.lends_terminal());
+            }
+            Outcome::Command(supervised.status)
+        }
     })
 }
 

@@ -3,7 +3,8 @@
 //!
 //! | signal                          | while waiting for the lock | while the command runs                |
 //! |---------------------------------|----------------------------|---------------------------------------|
-//! | INT, TERM, HUP, QUIT, USR1, USR2 sent with `kill` | abort the wait: exit 128+N, nothing run | forwarded to the command's process group |
+//! | INT, TERM, HUP, QUIT, USR1, USR2 sent with `kill` | abort the wait: exit 128+N, nothing run | forwarded to the command's process group (INT, TERM, HUP and QUIT followed by CONT, so that a stopped command can act on them) |
+//! | any of those, ignored by the caller (`nohup`) | stays ignored | stays ignored, by the command too |
 //! | INT, QUIT typed at the terminal | abort the wait             | not forwarded when the command's group holds the terminal: the terminal already delivered it there, and forwarding would deliver it twice; forwarded otherwise |
 //! | TSTP (Ctrl-Z), TTIN, TTOU, WINCH | default action           | reach the command's group from the terminal directly; when the command stops, redlock-run stops too and resumes it on `fg` |
 //! | PIPE                            | ignored (Rust's default)   | the command's own default applies     |
@@ -30,10 +31,18 @@ pub const FORWARDED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
-/// Starts listening. Call before anything else happens, so that no signal is missed.
-pub fn listen(events: Sender<Event>) -> Result<()> {
-    let mut signals =
-        SignalsInfo::<WithOrigin>::new(FORWARDED).context("cannot install signal handlers")?;
+/// Starts listening, and returns the signals it listens for: those of `FORWARDED` that the
+/// caller did not ignore. A signal ignored on the way in (`nohup`, `trap '' HUP`, the
+/// background jobs of a non-interactive shell) stays ignored, for redlock-run and, since an
+/// ignored signal survives exec, for the command. Call before anything else happens, so
+/// that no signal is missed.
+pub fn listen(events: Sender<Event>) -> Result<Vec<libc::c_int>> {
+    let listened: Vec<libc::c_int> = FORWARDED
+        .into_iter()
+        .filter(|&signal| !is_ignored(signal))
+        .collect();
+    let mut signals = SignalsInfo::<WithOrigin>::new(listened.iter().copied())
+        .context("cannot install signal handlers")?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -48,11 +57,43 @@ pub fn listen(events: Sender<Event>) -> Result<()> {
             }
         })
         .context("cannot start the signal thread")?;
-    Ok(())
+    Ok(listened)
+}
+
+fn is_ignored(signal: libc::c_int) -> bool {
+    // SAFETY: an all-zero sigaction is a valid value for sigaction to overwrite; a null
+    // new action only reads the current one.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// The signal's name for messages, e.g. `SIGTERM`.
 pub fn name(signal: libc::c_int) -> String {
     signal_hook::low_level::signal_name(signal)
         .map_or_else(|| format!("signal {signal}"), str::to_string)
+}
+
+/// Ends redlock-run by SIGINT, as the command ended: a calling shell then stops its loop or
+/// script as it would have for the command (bash does so only for a child that died of
+/// SIGINT while bash saw a SIGINT too). With `whole_job`, the SIGINT goes to redlock-run's
+/// process group, which is what the terminal would have done had it not been lent to the
+/// command; otherwise only to redlock-run itself. `$?` is 130 either way.
+pub fn end_by_sigint(whole_job: bool) {
+    // SAFETY: restoring the default action and sending a signal; the set lives on this
+    // frame.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        if whole_job {
+            libc::kill(0, libc::SIGINT);
+        } else {
+            libc::raise(libc::SIGINT);
+        }
+    }
 }

@@ -24,8 +24,8 @@ pub enum Event {
     },
     /// The command's first process exited (not yet reaped).
     ChildExited,
-    /// The command's first process was stopped (Ctrl-Z).
-    ChildStopped,
+    /// The command's first process was stopped, by `signal` (Ctrl-Z: SIGTSTP).
+    ChildStopped { signal: libc::c_int },
     /// The renewal thread could not keep the lock.
     LockLost(Loss),
     /// A release notice (only while waiting for a busy lock).
@@ -132,15 +132,15 @@ impl Supervisor<'_> {
         if self.runtime_ends.is_some_and(|at| now >= at) {
             self.runtime_ends = None;
             if self.kill_at.is_none() {
+                self.child.terminate_group();
+                self.kill_at = Some(now + self.limits.kill_after);
+                self.ending = Ending::MaxRuntime;
                 report::error(&anyhow::anyhow!(
                     "--max-runtime of {} reached; terminating the command \
                      (SIGTERM now, SIGKILL in {})",
                     report::duration(self.limits.max_runtime.unwrap_or_default()),
                     report::duration(self.limits.kill_after)
                 ));
-                self.child.terminate_group();
-                self.kill_at = Some(now + self.limits.kill_after);
-                self.ending = Ending::MaxRuntime;
             }
         } else if self.kill_at.is_some_and(|at| now >= at) && !self.killed {
             report::verbose(format_args!("sending SIGKILL to the command"));
@@ -157,7 +157,7 @@ impl Supervisor<'_> {
                 signal,
                 from_terminal,
             } => self.forward(signal, from_terminal),
-            Event::ChildStopped => self.stopped(),
+            Event::ChildStopped { signal } => self.stopped(signal),
             Event::LockLost(loss) => self.lost(loss),
             Event::ChildExited => return self.exited().map(Some),
             Event::Notice(_) => {}
@@ -177,11 +177,29 @@ impl Supervisor<'_> {
                 signals::name(signal)
             ));
             self.child.signal_group(signal);
+            // A stopped command would keep a terminating signal pending for ever.
+            if matches!(
+                signal,
+                libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT
+            ) {
+                self.child.signal_group(libc::SIGCONT);
+            }
         }
     }
 
-    fn stopped(&mut self) {
-        if !self.child.lends_terminal() || self.kill_at.is_some() {
+    fn stopped(&mut self, signal: libc::c_int) {
+        if self.kill_at.is_some() {
+            return;
+        }
+        if !self.child.lends_terminal() {
+            if matches!(signal, libc::SIGTTIN | libc::SIGTTOU) {
+                report::warn(format_args!(
+                    "the command is stopped by {}: it tried to use a terminal that belongs \
+                     to another process group; it keeps the lock until it is continued or \
+                     ended (a signal to redlock-run ends it)",
+                    signals::name(signal)
+                ));
+            }
             return;
         }
         self.child.stop_with_command();
@@ -210,7 +228,7 @@ impl Supervisor<'_> {
         let key = self.key;
         let why = match loss {
             Loss::NotOurs => format!("{key} is gone from Redis or now held by someone else"),
-            Loss::Unconfirmed { last_error, .. } => {
+            Loss::Unconfirmed { last_error } => {
                 format!("Redis did not confirm {key} in time ({last_error})")
             }
         };
@@ -218,23 +236,23 @@ impl Supervisor<'_> {
         // (the guardian would do it otherwise).
         let due = self.kill_at.unwrap_or(now + self.limits.kill_after);
         let at = due.min(self.renewer.valid_until().max(now));
+        // Signal first: reporting could block on a full stderr pipe.
+        self.child.terminate_group();
+        self.kill_at = Some(at);
         report::error(&anyhow::anyhow!(
             "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
             report::duration(at.saturating_duration_since(now))
         ));
-        self.child.terminate_group();
-        self.kill_at = Some(at);
     }
 
     fn exited(&mut self) -> Result<Supervised> {
-        let status = self
-            .child
-            .reap()
-            .context("cannot collect the command's status")?;
-        report::verbose(format_args!("command ended: {status}"));
+        // Even when the status cannot be had, the group is ended before anything else.
+        let status = self.child.reap();
+        // Past the lease's end nothing keeps anyone else out: leftovers are killed by then.
         let leftovers_kill_at = self
             .kill_at
-            .unwrap_or_else(|| Instant::now() + self.limits.kill_after);
+            .unwrap_or_else(|| Instant::now() + self.limits.kill_after)
+            .min(self.renewer.valid_until());
         if self.child.end_leftovers(leftovers_kill_at) && self.kill_at.is_none() {
             report::warn(format_args!(
                 "the command left processes running in its process group; \
@@ -242,6 +260,8 @@ impl Supervisor<'_> {
             ));
         }
         self.child.return_terminal();
+        let status = status.context("cannot collect the command's status")?;
+        report::verbose(format_args!("command ended: {status}"));
         Ok(Supervised {
             status,
             ending: self.ending,

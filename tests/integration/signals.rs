@@ -210,3 +210,45 @@ fn sigkilled_wrapper_takes_the_command_down_and_the_key_expires() {
         !server.exists("redlock:orphan")
     });
 }
+
+/// A caller that ignores SIGCHLD (Perl's `$SIG{CHLD}='IGNORE'`, some daemons) passes that on
+/// through exec; redlock-run must still collect the command's status and end its whole group
+/// before releasing.
+#[test]
+fn an_ignored_sigchld_from_the_caller_changes_nothing() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("chld");
+    let bg = dir.join("bg");
+    // A shell's own `trap '' CHLD` does not reach exec'd programs; Perl's does.
+    let script = format!(
+        "exec perl -e '$SIG{{CHLD}}=\"IGNORE\"; exec @ARGV' {} -k chld -- \
+         sh -c 'sleep 30 & echo $! > {}; exit 3'",
+        env!("CARGO_BIN_EXE_redlock-run"),
+        bg.display()
+    );
+    let out = Wrapper::via_shell(&server.url(), &script).run();
+    out.assert_code(3);
+    let pid: i32 = dir.read("bg").parse().expect("a pid");
+    assert!(!pid_alive(pid), "the background sleep outlived the lock");
+    assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
+}
+
+/// A signal the caller ignores (`nohup`, `trap '' HUP`) stays ignored: redlock-run neither
+/// dies of it nor passes it on, and the command inherits the ignoring.
+#[test]
+fn a_signal_ignored_by_the_caller_stays_ignored() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("nohup");
+    let ready = dir.join("ready");
+    let script = format!(
+        "trap '' HUP; exec {} -k nohup -- sh -c 'touch {}; sleep 1; echo survived'",
+        env!("CARGO_BIN_EXE_redlock-run"),
+        ready.display()
+    );
+    let mut wrapper = Wrapper::via_shell(&server.url(), &script).spawn();
+    wrapper.wait_for_file(&ready, Duration::from_secs(15));
+    wrapper.signal(libc::SIGHUP);
+    let out = wrapper.wait_within(Duration::from_secs(15));
+    out.assert_code(0);
+    assert_eq!(out.stdout_str().trim(), "survived");
+}

@@ -642,7 +642,17 @@ pub struct Wrapper {
 
 impl Wrapper {
     pub fn new(url: &str) -> Wrapper {
-        let mut cmd = Command::new(BIN);
+        Wrapper::program(BIN, url)
+    }
+
+    /// `/bin/sh -c SCRIPT` in the wrapper's clean environment: for tests whose caller must
+    /// set something up (ignore a signal) before it `exec`s redlock-run.
+    pub fn via_shell(url: &str, script: &str) -> Wrapper {
+        Wrapper::program("/bin/sh", url).arg("-c").arg(script)
+    }
+
+    fn program(program: &str, url: &str) -> Wrapper {
+        let mut cmd = Command::new(program);
         for (name, _) in std::env::vars_os() {
             let s = name.to_string_lossy();
             if s.starts_with("REDLOCK_") || s.starts_with("SSL_CERT_") {

@@ -94,3 +94,114 @@ fn wait_for_exit(child: &mut std::process::Child, limit: Duration) -> Option<i32
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A shell session on a pseudo-terminal, through `script(1)`: what is written to it is typed.
+struct Terminal {
+    script: std::process::Child,
+    keyboard: std::process::ChildStdin,
+    screen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+impl Terminal {
+    fn run(command: &str) -> Terminal {
+        let script = which("script").unwrap_or_else(|| {
+            panic!("`script` is needed for the terminal tests: apt-get install -y bsdutils")
+        });
+        let mut script = Command::new(script)
+            .args(["-qefc", command, "/dev/null"])
+            .env_remove("REDLOCK_REDIS")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting script(1)");
+        let keyboard = script.stdin.take().expect("script's stdin");
+        let mut output = script.stdout.take().expect("script's stdout");
+        let screen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let filling = std::sync::Arc::clone(&screen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut output, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                filling.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Terminal {
+            script,
+            keyboard,
+            screen,
+        }
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.screen.lock().unwrap()).into_owned()
+    }
+
+    #[track_caller]
+    fn wait_for_text(&self, text: &str) {
+        wait_until(Duration::from_secs(15), text, || {
+            self.screen().contains(text)
+        });
+    }
+
+    fn type_keys(&mut self, keys: &[u8]) {
+        self.keyboard.write_all(keys).expect("typing");
+    }
+
+    #[track_caller]
+    fn finish(mut self) -> (Option<i32>, String) {
+        let status = wait_for_exit(&mut self.script, Duration::from_secs(20));
+        // Let the reader drain what is left.
+        std::thread::sleep(Duration::from_millis(50));
+        (status, self.screen())
+    }
+}
+
+/// Ctrl-C in a shell loop stops the loop, as it would for the command itself: the command
+/// dies of SIGINT, and so does redlock-run, after releasing, so that bash sees a child that
+/// died of SIGINT and ends the script.
+#[test]
+fn ctrl_c_stops_a_calling_shell_loop() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("ttyloop");
+    let command = format!(
+        "bash -c 'for i in 1 2 3; do echo start $i; {bin} -r {url} -k loop -- sleep 30; \
+         echo after $i; done'",
+        bin = env!("CARGO_BIN_EXE_redlock-run"),
+        url = server.url(),
+    );
+    let mut terminal = Terminal::run(&command);
+    terminal.wait_for_text("start 1");
+    wait_until(Duration::from_secs(15), "the lock to be taken", || {
+        server.exists("redlock:loop")
+    });
+    terminal.type_keys(b"\x03");
+    let (_, screen) = terminal.finish();
+    assert!(!screen.contains("start 2"), "the loop went on:\n{screen}");
+    assert!(!screen.contains("after 1"), "the loop went on:\n{screen}");
+    assert_eq!(server.dbsize(), 0, "the lock was not released");
+    drop(dir);
+}
+
+/// A command without the terminal (stdin redirected) that tries to read it is stopped by
+/// SIGTTIN: redlock-run says so, and a Ctrl-C still ends it (forwarded, with SIGCONT).
+#[test]
+fn a_command_stopped_for_terminal_input_is_reported_and_can_be_interrupted() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("ttin");
+    let command = format!(
+        "{bin} -r {url} -k ttin -- sh -c 'read line < /dev/tty' < /dev/null",
+        bin = env!("CARGO_BIN_EXE_redlock-run"),
+        url = server.url(),
+    );
+    let mut terminal = Terminal::run(&command);
+    terminal.wait_for_text("SIGTTIN");
+    terminal.type_keys(b"\x03");
+    let (status, screen) = terminal.finish();
+    assert!(screen.contains("stopped by SIGTTIN"), "{screen}");
+    assert_eq!(status, Some(130), "{screen}");
+    assert_eq!(server.dbsize(), 0, "the lock was not released");
+    drop(dir);
+}
