@@ -12,7 +12,7 @@ use crate::backend::inspect::{self, Slot};
 use crate::backend::single::Link;
 use crate::config::{AdminAction, AdminConfig};
 use crate::exit::Outcome;
-use crate::holder::{self, Holder};
+use crate::holder;
 use crate::report;
 
 pub fn run(config: &AdminConfig) -> Outcome {
@@ -145,9 +145,9 @@ fn holders_phrase(slots: &[Slot]) -> String {
 }
 
 fn slot_phrase(slot: &Slot) -> String {
-    let holder = match (&slot.value, slot.value.as_deref().and_then(Holder::parse)) {
-        (_, Some(holder)) => holder.to_string(),
-        (Some(_), None) => String::from("an unknown holder (a value redlock-run did not write)"),
+    let who = match (&slot.holder, &slot.value) {
+        (Some(holder), _) => holder.to_string(),
+        (None, Some(_)) => holder::describe(None),
         (None, None) => format!("another application's {} (not a lock)", slot.kind),
     };
     let ttl = match slot.ttl {
@@ -158,13 +158,12 @@ fn slot_phrase(slot: &Slot) -> String {
         None => String::from("no ttl"),
     };
     let fence = slot
-        .value
-        .as_deref()
-        .and_then(Holder::parse)
+        .holder
+        .as_ref()
         .and_then(|holder| holder.fence)
         .map(|fence| format!(", fence {fence}"))
         .unwrap_or_default();
-    format!("{holder}, {ttl}{fence}")
+    format!("{who}, {ttl}{fence}")
 }
 
 fn lock_json(key: &str, slots: &[Slot]) -> serde_json::Value {
@@ -174,7 +173,7 @@ fn lock_json(key: &str, slots: &[Slot]) -> serde_json::Value {
 
 fn slot_json(slot: &Slot) -> serde_json::Value {
     let ttl_ms = slot.ttl.map(|ttl| ttl.as_millis() as u64);
-    match slot.value.as_deref().and_then(Holder::parse) {
+    match &slot.holder {
         Some(holder) => json!({
             "key": slot.key,
             "known": true,

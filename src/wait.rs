@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::backend::{single::is_transient, Attempt, LockBackend, Notice, Subscription};
+use crate::backend::{is_transient, Attempt, LockBackend, Notice, Subscription};
 use crate::holder::Blocker;
 use crate::report;
 use crate::supervise::Event;

@@ -9,6 +9,7 @@ use anyhow::Result;
 use super::single::{Link, FORCE_RELEASE, PEEK};
 use super::{limit_key, lock_of_internal_key, release_channel, slot_key};
 use crate::config::MAX_LIMIT;
+use crate::holder::Holder;
 
 /// How many keys one SCAN step asks for.
 const SCAN_BATCH: usize = 500;
@@ -25,23 +26,8 @@ pub struct Slot {
     pub kind: String,
     /// Time left before it expires; `None` when it never does.
     pub ttl: Option<Duration>,
-    /// The value's fields, when it is a JSON object (as redlock-run writes).
-    pub fields: Option<serde_json::Map<String, serde_json::Value>>,
-}
-
-impl Slot {
-    pub fn field_str(&self, name: &str) -> Option<&str> {
-        self.fields.as_ref()?.get(name)?.as_str()
-    }
-
-    pub fn field_u64(&self, name: &str) -> Option<u64> {
-        self.fields.as_ref()?.get(name)?.as_u64()
-    }
-
-    /// Whether redlock-run wrote this value (it carries a token).
-    pub fn is_ours_kind(&self) -> bool {
-        self.field_str("token").is_some()
-    }
+    /// Who holds it, when the value is one redlock-run wrote.
+    pub holder: Option<Holder>,
 }
 
 /// The held slots of the lock at `key` (empty when free): slot 1, and with a semaphore
@@ -55,7 +41,7 @@ pub fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
     let mut slot = 1;
     while slot <= limit {
         if let Some(found) = peek(link, &slot_key(key, slot))? {
-            let in_value = found.field_u64("limit").unwrap_or(1);
+            let in_value = found.holder.as_ref().and_then(|h| h.limit).unwrap_or(1);
             limit = limit.max(in_value.min(u64::from(MAX_LIMIT)) as u32);
             held.push(found);
         }
@@ -102,18 +88,13 @@ fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {
     if kind == "none" {
         return Ok(None);
     }
-    let fields = serde_json::from_str::<serde_json::Value>(&value)
-        .ok()
-        .and_then(|parsed| match parsed {
-            serde_json::Value::Object(map) => Some(map),
-            _ => None,
-        });
+    let holder = Holder::parse(&value);
     Ok(Some(Slot {
         key: key.to_string(),
         value: (kind == "string").then_some(value),
         kind,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-        fields,
+        holder,
     }))
 }
 

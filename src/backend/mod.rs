@@ -270,6 +270,30 @@ pub trait LockBackend: Send {
     fn describe(&self) -> &str;
 }
 
+/// A failed request to a Redis deployment, with a flag telling a passing network fault
+/// (worth retrying: the waiter keeps waiting, the acquire retries once) from a refusal that
+/// will not change (authentication, a server error).
+#[derive(Debug)]
+pub struct BackendError {
+    pub message: String,
+    pub transient: bool,
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// Whether retrying the same request may succeed (the network or server was briefly away).
+pub fn is_transient(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<BackendError>())
+        .any(|cause| cause.transient)
+}
+
 /// A JSON string literal; metadata holds a command line, which may contain anything.
 fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);

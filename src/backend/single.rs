@@ -17,8 +17,8 @@ use redis::{
 };
 
 use super::{
-    limit_key, sibling_key, Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released,
-    Renewal, Subscription,
+    is_transient, limit_key, sibling_key, Attempt, BackendError, LockBackend, LockRequest, Notice,
+    NoticeSink, Released, Renewal, Subscription,
 };
 use crate::config::RedisTarget;
 
@@ -445,7 +445,7 @@ fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
         ErrorKind::Server(_) => format!("{display} answered with an error: {err}"),
         _ => format!("request to {display} failed: {err}"),
     };
-    anyhow::Error::new(RedisFailure {
+    anyhow::Error::new(BackendError {
         message,
         transient: err.is_io_error() || err.is_timeout() || err.is_connection_dropped(),
     })
@@ -453,27 +453,4 @@ fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
 
 fn is_auth_error(err: &RedisError) -> bool {
     matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
-}
-
-/// A failed Redis request, with a flag telling a passing network fault (worth retrying)
-/// from a refusal that will not change (authentication, a server error).
-#[derive(Debug)]
-struct RedisFailure {
-    message: String,
-    transient: bool,
-}
-
-impl std::fmt::Display for RedisFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for RedisFailure {}
-
-/// Whether retrying the same request may succeed (the network or server was briefly away).
-pub fn is_transient(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|cause| cause.downcast_ref::<RedisFailure>())
-        .any(|cause| cause.transient)
 }
