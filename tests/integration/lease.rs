@@ -134,14 +134,7 @@ fn deleted_lock_terminates_the_command_with_76() {
 fn lost_lock_escalates_to_sigkill_after_kill_after() {
     let server = RedisServer::start();
     let dir = TempDir::new("killafter");
-    let script = dir.script(
-        "stubborn",
-        &format!(
-            "trap 'echo TERM >> \"{log}\"' TERM\necho $$ > '{pid}'\nwhile :; do sleep 0.05; done",
-            log = dir.join("terms").display(),
-            pid = dir.join("pid").display()
-        ),
-    );
+    let script = stubborn_script(&dir);
     let mut wrapper = server
         .cmd()
         .args(["-k", "ka", "-t", "10s", "--kill-after", "1s", "--"])

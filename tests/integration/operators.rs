@@ -837,14 +837,7 @@ fn max_runtime_terminates_the_command_with_124() {
 fn max_runtime_sigkills_a_command_that_ignores_sigterm() {
     let server = RedisServer::start();
     let dir = TempDir::new("mrkill");
-    let stubborn = dir.script(
-        "stubborn",
-        &format!(
-            "trap 'echo TERM >> \"{log}\"' TERM\necho $$ > '{pid}'\nwhile :; do sleep 0.05; done",
-            log = dir.join("terms").display(),
-            pid = dir.join("pid").display()
-        ),
-    );
+    let stubborn = stubborn_script(&dir);
     let mut wrapper = server
         .cmd()
         .args([

@@ -1182,6 +1182,18 @@ pub fn hold_until(dir: &TempDir, ready: &str, go: &str, code: i32) -> String {
     )
 }
 
+/// A command that ignores SIGTERM (noting each in `terms`) and writes its pid to `pid`.
+pub fn stubborn_script(dir: &TempDir) -> PathBuf {
+    dir.script(
+        "stubborn",
+        &format!(
+            "trap 'echo TERM >> \"{log}\"' TERM\necho $$ > '{pid}'\nwhile :; do sleep 0.05; done",
+            log = dir.join("terms").display(),
+            pid = dir.join("pid").display()
+        ),
+    )
+}
+
 /// Starts a wrapper that holds lock `key` until `go` is created in `dir`; returns once the
 /// command runs (so the lock is held).
 #[track_caller]
