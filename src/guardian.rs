@@ -140,7 +140,8 @@ unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_afte
             match read {
                 8 => match u64::from_ne_bytes(bytes) {
                     DISMISS => libc::_exit(0),
-                    end => lease_end = end,
+                    // Two threads send ends; a lease only ever grows.
+                    end => lease_end = lease_end.max(end),
                 },
                 0 => {
                     // redlock-run is gone without a word: end the group as it would have.

@@ -135,6 +135,10 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     match Guardian::start(child.pid(), config.kill_after, renewer.valid_until()) {
         Ok(started) => {
             let _ = guardian.set(started);
+            // A renewal that finished while the guardian was forking told no one.
+            if let Some(guardian) = guardian.get() {
+                guardian.extend(renewer.valid_until());
+            }
         }
         Err(err) => report::warn(format_args!(
             "cannot start the guardian process ({err}); if redlock-run is killed, only the \
