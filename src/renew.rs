@@ -72,29 +72,36 @@ pub struct Renewer {
 
 pub type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
 
-impl Renewer {
-    /// Starts renewing a lease acquired by a command sent at `sent_at`.
-    /// `on_renewed` hears each new end of the lease.
-    pub fn start(
-        backend: Box<dyn LockBackend>,
+/// A renewal thread started ahead of need (before the lock is even taken), so that starting
+/// it is off the path from taking the lock to starting the command, and cannot fail once
+/// the command runs. It waits for a lease; dropped unused, its thread ends.
+pub struct ReadyRenewer {
+    lease: Sender<(SharedBackend, Arc<Mutex<Instant>>, Instant)>,
+    stop: Sender<()>,
+    timing: LeaseTiming,
+}
+
+impl ReadyRenewer {
+    /// `on_renewed` will hear each new end of the lease.
+    pub fn spawn(
         timing: LeaseTiming,
-        sent_at: Instant,
         events: Sender<Event>,
         on_renewed: Box<dyn Fn(Instant) + Send>,
-    ) -> Result<Renewer> {
+    ) -> Result<ReadyRenewer> {
+        let (lease, leased) = mpsc::channel::<(SharedBackend, Arc<Mutex<Instant>>, Instant)>();
         let (stop, stopped) = mpsc::channel();
-        let valid_until = Arc::new(Mutex::new(sent_at + timing.validity()));
-        let backend: SharedBackend = Arc::new(Mutex::new(backend));
-        let (thread_backend, thread_valid_until) = (Arc::clone(&backend), Arc::clone(&valid_until));
         std::thread::Builder::new()
             .name("renew".into())
             .spawn(move || {
+                let Ok((backend, valid_until, sent_at)) = leased.recv() else {
+                    return;
+                };
                 let loss = renew_until_stopped(
-                    &thread_backend,
+                    &backend,
                     timing,
                     sent_at,
                     &stopped,
-                    &thread_valid_until,
+                    &valid_until,
                     &*on_renewed,
                 );
                 if let Some(loss) = loss {
@@ -102,14 +109,30 @@ impl Renewer {
                 }
             })
             .context("cannot start the renewal thread")?;
-        Ok(Renewer {
+        Ok(ReadyRenewer {
+            lease,
             stop,
-            backend,
-            valid_until,
             timing,
         })
     }
 
+    /// Starts renewing a lease acquired by a command sent at `sent_at`.
+    pub fn start(self, backend: Box<dyn LockBackend>, sent_at: Instant) -> Renewer {
+        let valid_until = Arc::new(Mutex::new(sent_at + self.timing.validity()));
+        let backend: SharedBackend = Arc::new(Mutex::new(backend));
+        let _ = self
+            .lease
+            .send((Arc::clone(&backend), Arc::clone(&valid_until), sent_at));
+        Renewer {
+            stop: self.stop,
+            backend,
+            valid_until,
+            timing: self.timing,
+        }
+    }
+}
+
+impl Renewer {
     /// Until when the lease surely holds, by the last successful renewal.
     pub fn valid_until(&self) -> Instant {
         *lock(&self.valid_until)

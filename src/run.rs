@@ -18,7 +18,7 @@ use crate::config::{Config, Wait};
 use crate::exit::Outcome;
 use crate::guardian::Guardian;
 use crate::holder::Blocker;
-use crate::renew::{self, LeaseTiming, Renewer};
+use crate::renew::{self, LeaseTiming, ReadyRenewer};
 use crate::supervise::{self, Ending, Event};
 use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
@@ -61,6 +61,18 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         renew_every: config.renew_every,
         kill_after: config.kill_after,
     };
+    // Every thread the run needs starts now: before the lock is taken, so that starting them
+    // is off the path to the command, and before the command, which a failure to start one
+    // would leave unwatched or unrenewed.
+    let child_pid = child::watcher(events_tx.clone())?;
+    let guardian: Arc<OnceLock<Guardian>> = Arc::default();
+    let renewal_guardian = Arc::clone(&guardian);
+    let on_renewed = Box::new(move |valid_until| {
+        if let Some(guardian) = renewal_guardian.get() {
+            guardian.extend(valid_until);
+        }
+    });
+    let renewer = ReadyRenewer::spawn(timing, events_tx.clone(), on_renewed)?;
 
     let fair_heartbeat = config.fair.then_some(FAIR_HEARTBEAT_TIMEOUT);
     let lock = LockRequest::new(
@@ -100,17 +112,7 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         ("REDLOCK_FENCE", fence.to_string()),
         ("REDLOCK_TTL_MS", config.ttl.as_millis().to_string()),
     ];
-    // Every thread the run needs starts before the command does: once it runs, a failure
-    // to start one would leave it unwatched or unrenewed.
-    let child_pid = child::watcher(events_tx.clone())?;
-    let guardian: Arc<OnceLock<Guardian>> = Arc::default();
-    let renewal_guardian = Arc::clone(&guardian);
-    let on_renewed = Box::new(move |valid_until| {
-        if let Some(guardian) = renewal_guardian.get() {
-            guardian.extend(valid_until);
-        }
-    });
-    let renewer = Renewer::start(backend, timing, sent_at, events_tx, on_renewed)?;
+    let renewer = renewer.start(backend, sent_at);
 
     let mut child = match child::spawn(&config.command, &env, &forwarded) {
         Ok(child) => child,
