@@ -150,15 +150,7 @@ fn sigterm_while_waiting_aborts_the_wait() {
     let out = waiter.wait_within(Duration::from_secs(10));
     out.assert_code(143);
     assert!(!dir.exists("ran"), "the waiter's command ran");
-    assert_eq!(
-        server.lock_value("busy"),
-        Some(held),
-        "holder's key changed"
-    );
-    assert_eq!(server.dbsize(), 1, "keys: {:?}", server.keys());
-    release(&dir);
-    holder.wait().assert_code(0);
-    assert_eq!(server.dbsize(), 0);
+    holder_kept_the_lock_alone(&server, &dir, holder, "busy", held);
 }
 
 /// SIGINT while waiting with a bounded --wait: 130, nothing run.

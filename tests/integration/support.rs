@@ -1182,6 +1182,23 @@ pub fn hold_until(dir: &TempDir, ready: &str, go: &str, code: i32) -> String {
     )
 }
 
+/// The holder started by [`start_holder`] on lock `name` still has its value `held` and is
+/// the only key; then it is let go, exits 0, and leaves nothing behind.
+#[track_caller]
+pub fn holder_kept_the_lock_alone(
+    server: &RedisServer,
+    dir: &TempDir,
+    holder: Running,
+    name: &str,
+    held: String,
+) {
+    assert_eq!(server.lock_value(name), Some(held), "holder's key changed");
+    assert_eq!(server.dbsize(), 1, "keys: {:?}", server.keys());
+    release(dir);
+    holder.wait().assert_code(0);
+    assert_eq!(server.dbsize(), 0);
+}
+
 /// A command that ignores SIGTERM (noting each in `terms`) and writes its pid to `pid`.
 pub fn stubborn_script(dir: &TempDir) -> PathBuf {
     dir.script(
