@@ -26,7 +26,10 @@ pub fn run(config: &AdminConfig) -> Outcome {
 }
 
 fn run_checked(config: &AdminConfig) -> Result<Outcome> {
-    let mut link = Link::new(&config.redis, config.redis_timeout)?;
+    let [target] = config.redis.as_slice() else {
+        return crate::quorum_admin::run(config);
+    };
+    let mut link = Link::new(target, config.redis_timeout)?;
     match &config.action {
         AdminAction::Status { key, json } => status(&mut link, key, *json),
         AdminAction::List { json } => list(&mut link, &config.prefix, *json),
@@ -144,7 +147,7 @@ fn holders_phrase(slots: &[Slot]) -> String {
     phrases.join("; ")
 }
 
-fn slot_phrase(slot: &Slot) -> String {
+pub(crate) fn slot_phrase(slot: &Slot) -> String {
     let who = match (&slot.holder, &slot.value) {
         (Some(holder), _) => holder.to_string(),
         (None, Some(_)) => holder::describe(None),
@@ -171,7 +174,7 @@ fn lock_json(key: &str, slots: &[Slot]) -> serde_json::Value {
     json!({ "key": key, "held": !slots.is_empty(), "holders": holders })
 }
 
-fn slot_json(slot: &Slot) -> serde_json::Value {
+pub(crate) fn slot_json(slot: &Slot) -> serde_json::Value {
     let ttl_ms = slot.ttl.map(|ttl| ttl.as_millis() as u64);
     match &slot.holder {
         Some(holder) => json!({
@@ -197,7 +200,7 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
 }
 
 /// A line on stdout; a closed stdout (`| head`) is not an error worth a message.
-fn print(text: &str) -> Result<()> {
+pub(crate) fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}") {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

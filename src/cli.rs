@@ -49,16 +49,19 @@ pub struct Cli {
 /// Where the locks live; shared by every form of the command.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db
+    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db.
+    /// Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over
+    /// independent masters; 3 or 5 are usual
     #[arg(
         short,
         long,
         value_name = "URL",
         env = "REDLOCK_REDIS",
         hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
+        default_value = "redis://127.0.0.1:6379",
+        action = clap::ArgAction::Append
     )]
-    pub redis: String,
+    pub redis: Vec<String>,
 
     /// Prefix of the Redis key; '' uses KEY as is
     #[arg(

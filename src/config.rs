@@ -42,7 +42,8 @@ impl std::fmt::Debug for RedisTarget {
 
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub redis: RedisTarget,
+    /// One server (or deployment), or the independent masters of a Redlock quorum.
+    pub redis: Vec<RedisTarget>,
     /// The full Redis key: prefix + lock name.
     pub key: String,
     pub ttl: Duration,
@@ -74,7 +75,7 @@ pub enum Task {
 /// `status`, `list` or `release`.
 #[derive(Debug, Clone)]
 pub struct AdminConfig {
-    pub redis: RedisTarget,
+    pub redis: Vec<RedisTarget>,
     pub prefix: String,
     pub redis_timeout: Duration,
     pub action: AdminAction,
@@ -174,6 +175,18 @@ impl Config {
         let min_hold = optional_positive(&args.min_hold, "--min-hold")?;
         let max_runtime = optional_positive(&args.max_runtime, "--max-runtime")?;
         let (redis, redis_timeout) = check_connection(&args.connection)?;
+        if redis.len() > 1 && args.limit > 1 {
+            bail!(
+                "--limit needs a single Redis deployment: over a Redlock quorum, holders that \
+                 each hold a majority of the nodes can still be more than the limit"
+            );
+        }
+        if redis.len() > 1 && args.fair {
+            bail!(
+                "--fair needs a single Redis deployment: each Redlock node keeps its own queue, \
+                 and waiters at the head of different queues would block each other for ever"
+            );
+        }
 
         let command = match args.shell {
             Some(script) => vec!["/bin/sh".into(), "-c".into(), script.into()],
@@ -230,18 +243,59 @@ fn full_key(prefix: &str, name: &str) -> Result<String> {
     Ok(format!("{prefix}{name}"))
 }
 
-fn check_connection(connection: &Connection) -> Result<(RedisTarget, Duration)> {
+fn check_connection(connection: &Connection) -> Result<(Vec<RedisTarget>, Duration)> {
     let redis_timeout =
         parse_duration(&connection.redis_timeout).context("invalid --redis-timeout")?;
     if redis_timeout < Duration::from_millis(10) {
         bail!("invalid --redis-timeout: it must be at least 10ms");
     }
-    let redis = RedisTarget {
-        display: redact_url(&connection.redis),
-        url: connection.redis.clone(),
-    };
-    check_redis_url(&redis)?;
-    Ok((redis, redis_timeout))
+    let mut targets: Vec<RedisTarget> = Vec::new();
+    let mut seen = Vec::new();
+    for url in connection.redis.iter().flat_map(|text| split_urls(text)) {
+        let target = RedisTarget {
+            display: redact_url(&url),
+            url,
+        };
+        let place = check_redis_url(&target)?;
+        // The same server twice would count twice towards the majority.
+        if seen.contains(&place) {
+            bail!(
+                "--redis {} is given twice: each Redlock node must be a separate server",
+                target.display
+            );
+        }
+        seen.push(place);
+        targets.push(target);
+    }
+    if targets.len() > MAX_NODES {
+        bail!("too many --redis URLs: at most {MAX_NODES} Redlock nodes are supported");
+    }
+    Ok((targets, redis_timeout))
+}
+
+/// Most Redlock nodes one run talks to (one thread and connection each).
+pub const MAX_NODES: usize = 15;
+
+/// Splits a list of URLs (`REDLOCK_REDIS=redis://a,redis://b`) at each comma that starts
+/// another URL: a comma inside one URL (a Sentinel's host list) stays.
+fn split_urls(text: &str) -> Vec<String> {
+    let mut urls = Vec::new();
+    let mut start = 0;
+    for (comma, _) in text.match_indices(',') {
+        let next = text[comma + 1..].trim_start();
+        let starts_url = next.split_once("://").is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+        });
+        if starts_url {
+            urls.push(text[start..comma].trim().to_string());
+            start = comma + 1;
+        }
+    }
+    urls.push(text[start..].trim().to_string());
+    urls
 }
 
 fn optional_positive(text: &Option<String>, flag: &str) -> Result<Option<Duration>> {
@@ -268,7 +322,9 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     })
 }
 
-fn check_redis_url(target: &RedisTarget) -> Result<()> {
+/// Checks the URL; returns where it leads (address and database), to spot a server given
+/// twice.
+fn check_redis_url(target: &RedisTarget) -> Result<String> {
     use redis::IntoConnectionInfo;
     let supported = ["redis://", "rediss://", "redis+unix://", "unix://"];
     if !supported
@@ -284,7 +340,7 @@ fn check_redis_url(target: &RedisTarget) -> Result<()> {
         .url
         .as_str()
         .into_connection_info()
-        .map(drop)
+        .map(|info| format!("{}/{}", info.addr(), info.redis_settings().db()))
         .map_err(|err| anyhow::anyhow!("invalid --redis URL {}: {}", target.display, err))
 }
 
@@ -417,6 +473,31 @@ mod tests {
         assert!(config(&["-k", &long_key, "--", "true"]).is_err());
         let longest_key = "k".repeat(MAX_KEY_LEN);
         assert!(config(&["-k", &longest_key, "--", "true"]).is_ok());
+    }
+
+    #[test]
+    fn several_urls_make_a_quorum() {
+        assert_eq!(
+            split_urls("redis://a:1,rediss://:p,w@b:2/1, redis://c:3"),
+            ["redis://a:1", "rediss://:p,w@b:2/1", "redis://c:3"]
+        );
+        // A comma inside one URL (a host list) does not split it.
+        assert_eq!(
+            split_urls("redis+sentinel://h1:26379,h2:26379/m"),
+            ["redis+sentinel://h1:26379,h2:26379/m"]
+        );
+        let three = ["-r", "redis://a:1", "-r", "redis://b:1,redis://c:1"];
+        let quorum = config(&[&three[..], &["-k", "j", "--", "true"]].concat()).unwrap();
+        let shown: Vec<&str> = quorum.redis.iter().map(|t| t.display.as_str()).collect();
+        assert_eq!(shown, ["redis://a:1", "redis://b:1", "redis://c:1"]);
+        for refused in [
+            &["-r", "redis://a:1", "-r", "redis://127.0.0.1:1", "-r", "redis://a:1/0"][..],
+            &["-r", "redis://a:1", "-r", "redis://b:1", "--limit", "2"],
+            &["-r", "redis://a:1", "-r", "redis://b:1", "--fair"],
+        ] {
+            let args = [refused, &["-k", "j", "--", "true"]].concat();
+            assert!(config(&args).is_err(), "accepted {refused:?}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod config;
 pub mod exit;
 pub mod guardian;
 pub mod holder;
+pub mod quorum_admin;
 pub mod renew;
 pub mod report;
 pub mod run;

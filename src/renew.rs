@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{LockBackend, Renewal};
+use crate::backend::{self, LockBackend, Renewal};
 use crate::report;
 use crate::supervise::Event;
 
@@ -39,7 +39,7 @@ pub struct LeaseTiming {
 impl LeaseTiming {
     /// Allowance for the server's clock running at a different rate from ours.
     pub fn drift(&self) -> Duration {
-        self.ttl / 100 + Duration::from_millis(2)
+        backend::clock_drift(self.ttl)
     }
 
     /// How long after a successful renewal was sent the lease surely still holds.

@@ -90,10 +90,17 @@ pub fn usage_error(rendered: &str) {
 
 /// Makes a panic message print the Redis URL without its password, should a bug ever put
 /// it there.
-pub fn redact_panics(target: &crate::config::RedisTarget) {
-    let (secret, shown) = (target.url.clone(), target.display.clone());
+pub fn redact_panics(targets: &[crate::config::RedisTarget]) {
+    let pairs: Vec<(String, String)> = targets
+        .iter()
+        .map(|target| (target.url.clone(), target.display.clone()))
+        .collect();
     std::panic::set_hook(Box::new(move |info| {
-        let text = info.to_string().replace(&secret, &shown);
+        let text = pairs
+            .iter()
+            .fold(info.to_string(), |text, (secret, shown)| {
+                text.replace(secret, shown)
+            });
         line(format_args!("internal error: {text}"));
     }));
 }

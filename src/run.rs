@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::single::SingleRedis;
-use crate::backend::{Attempt, LockBackend, LockRequest, Released};
+use crate::backend::{self, Attempt, LockBackend, LockRequest, Released};
 use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
 use crate::exit::Outcome;
@@ -83,21 +82,20 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         &config.command_line(),
     );
     let token = lock.token.clone();
-    let backend = SingleRedis::new(&config.redis, config.redis_timeout, lock)?;
+    let backend = backend::open(&config.redis, config.redis_timeout, lock)?;
     report::verbose(format_args!(
         "taking {} at {}",
         config.key,
         backend.describe()
     ));
-    let (mut backend, sent_at, fence) =
-        match acquire(Box::new(backend), config, &events_tx, &events)? {
-            Acquisition::Held {
-                backend,
-                sent_at,
-                fence,
-            } => (backend, sent_at, fence),
-            Acquisition::Ended(outcome) => return Ok(outcome),
-        };
+    let (mut backend, sent_at, fence) = match acquire(backend, config, &events_tx, &events)? {
+        Acquisition::Held {
+            backend,
+            sent_at,
+            fence,
+        } => (backend, sent_at, fence),
+        Acquisition::Ended(outcome) => return Ok(outcome),
+    };
     report::verbose(format_args!("lock taken, token {token}, fence {fence}"));
 
     // A signal that came while the lock was being taken stops us before the command starts.

@@ -25,6 +25,9 @@ const NO_TTL_RECHECK: Duration = Duration::from_secs(10);
 /// Back-off bounds while Redis cannot be reached during a wait.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
+/// Longest random pause before retrying after contenders split the Redlock nodes: long
+/// next to one round over the nodes, short next to a job.
+const SPLIT_PAUSE_MAX: Duration = Duration::from_millis(50);
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
@@ -67,6 +70,8 @@ pub fn wait_for_lock(
     let mut announcer = Announcer::new(plan.announce, started, blocker);
     let mut subscription: Option<Subscription> = None;
     let mut next_try = Instant::now();
+    // A release notice brings the next try forward, but not before this.
+    let mut not_before = Instant::now();
     let mut failures = 0u32;
     loop {
         if subscription.is_none() {
@@ -93,14 +98,22 @@ pub fn wait_for_lock(
                     holder_ttl,
                     holder,
                     ahead,
+                    split,
                 }) => {
                     failures = 0;
                     announcer.blocked_by(Blocker { holder, ahead });
-                    let mut delay = retry_delay(holder_ttl);
+                    let mut delay = if split {
+                        split_pause()
+                    } else {
+                        retry_delay(holder_ttl)
+                    };
                     if let Some(heartbeat) = plan.heartbeat {
                         delay = delay.min(heartbeat);
                     }
                     next_try = Instant::now() + delay;
+                    // The other contenders' releases are about to come: they must not
+                    // send everyone back in at the same moment.
+                    not_before = if split { next_try } else { Instant::now() };
                     report::verbose(format_args!(
                         "still busy; next try in {} unless released sooner",
                         report::duration(delay)
@@ -129,7 +142,7 @@ pub fn wait_for_lock(
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
             Ok(Event::Notice(Notice::Released)) => {
                 report::verbose(format_args!("released by its holder; trying now"));
-                next_try = Instant::now();
+                next_try = Instant::now().max(not_before);
             }
             Ok(Event::Notice(Notice::Broken(err))) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));
@@ -190,6 +203,11 @@ pub fn retry_delay(holder_ttl: Option<Duration>) -> Duration {
     let base = holder_ttl.unwrap_or(NO_TTL_RECHECK);
     let jitter_cap = (base / 10).clamp(Duration::from_millis(1), Duration::from_millis(250));
     base + Duration::from_millis(1) + jitter(jitter_cap)
+}
+
+/// After a split Redlock vote: a random pause, so that contenders retry at different times.
+fn split_pause() -> Duration {
+    Duration::from_millis(1) + jitter(SPLIT_PAUSE_MAX)
 }
 
 fn backoff(failures: u32) -> Duration {

@@ -24,6 +24,7 @@
 //! `redlock-run:released:K`.
 
 pub mod inspect;
+pub mod quorum;
 pub mod single;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +32,27 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
+
+use crate::config::RedisTarget;
+
+/// The backend for `targets`: one Redis deployment, or a Redlock quorum over several
+/// independent masters. Nothing is connected yet.
+pub fn open(
+    targets: &[RedisTarget],
+    timeout: Duration,
+    lock: LockRequest,
+) -> Result<Box<dyn LockBackend>> {
+    Ok(match targets {
+        [single] => Box::new(single::SingleRedis::new(single, timeout, lock)?),
+        nodes => Box::new(quorum::Quorum::new(nodes, timeout, lock)?),
+    })
+}
+
+/// How much a lease of `ttl` is cut short to allow for the server's clock running at
+/// another rate than ours: 1% of the TTL plus 2 ms, as in the Redis distributed-lock spec.
+pub fn clock_drift(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
 
 /// Waiters listen on this channel prefix + the full key for a release.
 pub const RELEASE_CHANNEL_PREFIX: &str = "redlock-run:released:";
@@ -180,6 +202,10 @@ pub enum Attempt {
         holder: Option<String>,
         /// With `--fair`: how many waiters are queued before this one.
         ahead: u32,
+        /// No one holds a majority of the Redlock nodes: contenders split them, and each
+        /// will let go. Retry after a short random pause, not on the next release notice,
+        /// so that contenders do not collide again in lockstep.
+        split: bool,
     },
 }
 
@@ -219,12 +245,23 @@ pub type NoticeSink = Box<dyn FnMut(Notice) -> bool + Send>;
 /// thread notices within a second and closes the connection).
 pub struct Subscription {
     stopped: Arc<AtomicBool>,
+    /// One per Redlock node that could be reached; they end with this one (on drop).
+    _parts: Vec<Subscription>,
 }
 
 impl Subscription {
     pub fn new() -> Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
+            _parts: Vec::new(),
+        }
+    }
+
+    /// One subscription made of several, ended together.
+    pub fn combined(parts: Vec<Subscription>) -> Subscription {
+        Subscription {
+            stopped: Arc::new(AtomicBool::new(false)),
+            _parts: parts,
         }
     }
 

@@ -29,6 +29,7 @@ static LEAVE_QUEUE: LazyLock<Script> = LazyLock::new(|| Script::new(LEAVE_QUEUE_
 pub(super) static FORCE_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
 pub(super) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
+static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
 
 const ACQUIRE_LUA: &str = include_str!("scripts/acquire.lua");
 const RENEW_LUA: &str = include_str!("scripts/renew.lua");
@@ -36,17 +37,19 @@ const RELEASE_LUA: &str = include_str!("scripts/release.lua");
 const LEAVE_QUEUE_LUA: &str = include_str!("scripts/leave_queue.lua");
 const FORCE_RELEASE_LUA: &str = include_str!("scripts/force_release.lua");
 const PEEK_LUA: &str = include_str!("scripts/peek.lua");
+const RAISE_FENCE_LUA: &str = include_str!("scripts/raise_fence.lua");
 
 /// Every script, loaded together the first time a server says it lacks one (a fresh,
 /// restarted or flushed Redis): a holder's first renewal must not need a round trip of its
 /// own to load its script, on a lease that may be short.
-const ALL_SCRIPTS: [&str; 6] = [
+const ALL_SCRIPTS: [&str; 7] = [
     ACQUIRE_LUA,
     RENEW_LUA,
     RELEASE_LUA,
     LEAVE_QUEUE_LUA,
     FORCE_RELEASE_LUA,
     PEEK_LUA,
+    RAISE_FENCE_LUA,
 ];
 
 /// How often an idle subscriber thread looks up to see whether it is still wanted. It only
@@ -152,6 +155,86 @@ impl SingleRedis {
         self.held.as_deref().unwrap_or(&self.lock.key)
     }
 
+    /// One attempt to take the lock, as `LockBackend::try_acquire`, giving up at `deadline`
+    /// (a Redlock node must answer within the acquisition's round).
+    pub fn try_acquire_until(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
+        let limit = self.lock.limit;
+        let mut keys: Vec<String> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
+        keys.push(limit_key(&self.lock.key));
+        keys.push(sibling_key(&self.lock.key, ":fence"));
+        keys.extend(self.queue_keys());
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let heartbeat_ms = self
+            .lock
+            .fair_heartbeat_timeout
+            .map_or(0, |t| t.as_millis())
+            .to_string();
+        let ttl_ms = self.lock.ttl.as_millis().to_string();
+        let limit_arg = limit.to_string();
+        let args = [
+            self.identity.as_str(),
+            &self.lock.metadata,
+            &ttl_ms,
+            &limit_arg,
+            &heartbeat_ms,
+            &self.lock.token,
+        ];
+        // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
+        // a fresh connection. The script recognises our own value and counts it as acquired.
+        // A failure to connect sent nothing, and is not retried here.
+        let mut retried = false;
+        loop {
+            let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
+                self.link.call(deadline, |session| {
+                    let reply = session.eval(&ACQUIRE, &keys, &args)?;
+                    Ok((reply, session.sent_at.unwrap_or_else(Instant::now)))
+                });
+            match reply {
+                Ok(((1, slot, fence, _), sent_at)) => {
+                    self.held = Some(self.lock.slot_key(slot as u32));
+                    let fence = redis::from_redis_value(fence).unwrap_or(0);
+                    return Ok(Attempt::Acquired { sent_at, fence });
+                }
+                Ok(((0, pttl, holder, ahead), _)) => {
+                    let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+                    let holder: Option<String> = redis::from_redis_value(holder)
+                        .ok()
+                        .filter(|value: &String| !value.is_empty());
+                    return Ok(Attempt::Busy {
+                        holder_ttl,
+                        holder,
+                        ahead,
+                        split: false,
+                    });
+                }
+                Ok(((_, other, _, _), _)) => {
+                    let other = match other {
+                        0 => String::from("a value redlock-run did not write"),
+                        n => format!("--limit {n}"),
+                    };
+                    return Err(anyhow!(
+                        "{} is in use with {other}, not --limit {limit}; every user of a lock must \
+                         pass the same --limit",
+                        self.lock.key
+                    ));
+                }
+                Err(err) if retried || !self.link.sent || !is_transient(&err) => return Err(err),
+                Err(_) => retried = true,
+            }
+        }
+    }
+
+    /// Raises this server's fence counter to `fence` if it is lower (Redlock: the fence
+    /// handed out must be on a majority, so that every later majority has it).
+    pub fn raise_fence(&mut self, fence: u64, deadline: Instant) -> Result<()> {
+        let key = sibling_key(&self.lock.key, ":fence");
+        let fence = fence.to_string();
+        self.link.call(Some(deadline), |session| {
+            session.eval::<i64>(&RAISE_FENCE, &[&key], &[&fence])
+        })?;
+        Ok(())
+    }
+
     fn queue_keys(&self) -> [String; 2] {
         [
             sibling_key(&self.lock.key, ":queue"),
@@ -225,69 +308,7 @@ impl Link {
 
 impl LockBackend for SingleRedis {
     fn try_acquire(&mut self) -> Result<Attempt> {
-        let limit = self.lock.limit;
-        let mut keys: Vec<String> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
-        keys.push(limit_key(&self.lock.key));
-        keys.push(sibling_key(&self.lock.key, ":fence"));
-        keys.extend(self.queue_keys());
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let heartbeat_ms = self
-            .lock
-            .fair_heartbeat_timeout
-            .map_or(0, |t| t.as_millis())
-            .to_string();
-        let ttl_ms = self.lock.ttl.as_millis().to_string();
-        let limit_arg = limit.to_string();
-        let args = [
-            self.identity.as_str(),
-            &self.lock.metadata,
-            &ttl_ms,
-            &limit_arg,
-            &heartbeat_ms,
-            &self.lock.token,
-        ];
-        // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
-        // a fresh connection. The script recognises our own value and counts it as acquired.
-        // A failure to connect sent nothing, and is not retried here.
-        let mut retried = false;
-        loop {
-            let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
-                self.link.call(None, |session| {
-                    let reply = session.eval(&ACQUIRE, &keys, &args)?;
-                    Ok((reply, session.sent_at.unwrap_or_else(Instant::now)))
-                });
-            match reply {
-                Ok(((1, slot, fence, _), sent_at)) => {
-                    self.held = Some(self.lock.slot_key(slot as u32));
-                    let fence = redis::from_redis_value(fence).unwrap_or(0);
-                    return Ok(Attempt::Acquired { sent_at, fence });
-                }
-                Ok(((0, pttl, holder, ahead), _)) => {
-                    let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-                    let holder: Option<String> = redis::from_redis_value(holder)
-                        .ok()
-                        .filter(|value: &String| !value.is_empty());
-                    return Ok(Attempt::Busy {
-                        holder_ttl,
-                        holder,
-                        ahead,
-                    });
-                }
-                Ok(((_, other, _, _), _)) => {
-                    let other = match other {
-                        0 => String::from("a value redlock-run did not write"),
-                        n => format!("--limit {n}"),
-                    };
-                    return Err(anyhow!(
-                        "{} is in use with {other}, not --limit {limit}; every user of a lock must \
-                         pass the same --limit",
-                        self.lock.key
-                    ));
-                }
-                Err(err) if retried || !self.link.sent || !is_transient(&err) => return Err(err),
-                Err(_) => retried = true,
-            }
-        }
+        self.try_acquire_until(None)
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {

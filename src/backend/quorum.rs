@@ -1,0 +1,652 @@
+//! Redlock: one lock over N independent Redis masters, held while a majority (N/2+1) of
+//! them have it. Each node is a `SingleRedis` (same key, same token, same scripts) owned by
+//! a thread of its own, so that every request goes to all nodes at once and a round is
+//! decided as soon as its outcome is certain: a slow or dead node costs nothing while a
+//! majority answers.
+//!
+//! - **Acquire**: all nodes in parallel; won when a majority took it before the lease could
+//!   have run out (`started + ttl - drift`, `started` being before the first request left).
+//!   Lost or split rounds release every node, even those that did not answer (a node's jobs
+//!   run in order, so the release follows the acquire on a slow node).
+//! - **Fence**: each node counts its own acquisitions. The fence handed out is the largest
+//!   count among the nodes taken; unless a majority already reports it, it is written to
+//!   the nodes first (never lowering one), so every later majority, which shares a node
+//!   with this one, counts past it. See README "Fencing tokens".
+//! - **Renew**: all nodes in parallel; extended when a majority confirms, lost for sure when
+//!   more than N - majority say the key is not ours. A node that answers "not ours" while a
+//!   majority confirmed (it restarted empty) is taken again; never otherwise.
+//! - **Release**: all nodes, waiting for every answer up to the deadline.
+//! - **Waiting**: subscribed to every node that can be reached; any release notice wakes.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::single::SingleRedis;
+use super::{
+    clock_drift, Attempt, BackendError, LockBackend, LockRequest, Notice, NoticeSink, Released,
+    Renewal, Subscription,
+};
+use crate::config::RedisTarget;
+use crate::report;
+
+pub struct Quorum {
+    nodes: Vec<Node>,
+    majority: usize,
+    timeout: Duration,
+    ttl: Duration,
+    replies: Receiver<Reply>,
+    /// Numbers each round, so that a late answer to an earlier one is recognised.
+    round: u64,
+    display: String,
+}
+
+struct Node {
+    display: String,
+    jobs: Sender<Job>,
+}
+
+struct Job {
+    round: u64,
+    work: Work,
+}
+
+enum Work {
+    Acquire {
+        deadline: Instant,
+    },
+    RaiseFence {
+        fence: u64,
+        deadline: Instant,
+    },
+    Renew {
+        deadline: Instant,
+    },
+    Release {
+        keep_for: Option<Duration>,
+        deadline: Instant,
+    },
+    Subscribe {
+        sink: NoticeSink,
+    },
+}
+
+struct Reply {
+    round: u64,
+    node: usize,
+    answer: Answer,
+}
+
+enum Answer {
+    Acquire(Result<Attempt>),
+    RaiseFence(Result<()>),
+    Renew(Result<Renewal>),
+    Release(Result<Released>),
+    Subscribe(Result<Subscription>),
+}
+
+/// Which way each node went in one round, and whether the round is decided.
+#[derive(Debug)]
+struct Tally {
+    nodes: usize,
+    majority: usize,
+    yes: Vec<usize>,
+    no: Vec<usize>,
+    failed: Vec<(usize, String)>,
+    /// The round's time ran out before every node answered.
+    timed_out: bool,
+}
+
+impl Tally {
+    fn new(nodes: usize) -> Tally {
+        Tally {
+            nodes,
+            majority: majority(nodes),
+            yes: Vec::new(),
+            no: Vec::new(),
+            failed: Vec::new(),
+            timed_out: false,
+        }
+    }
+
+    /// A majority said yes.
+    fn won(&self) -> bool {
+        self.yes.len() >= self.majority
+    }
+
+    /// So many nodes said no that a majority cannot say yes: the answer is no for sure.
+    fn refused(&self) -> bool {
+        self.no.len() > self.nodes - self.majority
+    }
+
+    /// Yes or no is certain (failures count against: they cannot become yes this round).
+    fn decided(&self) -> bool {
+        self.won() || self.no.len() + self.failed.len() > self.nodes - self.majority
+    }
+
+    fn answered(&self) -> usize {
+        self.yes.len() + self.no.len() + self.failed.len()
+    }
+
+    /// Why a majority did not say yes, naming what went wrong on each failed node.
+    fn shortfall(&self, what: &str, displays: &[String]) -> anyhow::Error {
+        let mut reasons: Vec<String> = self
+            .failed
+            .iter()
+            .map(|(node, reason)| format!("{}: {reason}", displays[*node]))
+            .collect();
+        let silent = self.nodes - self.answered();
+        if silent > 0 && self.timed_out {
+            reasons.push(format!("{silent} gave no answer in time"));
+        }
+        anyhow::Error::new(BackendError {
+            message: format!(
+                "only {} of {} Redis nodes {what}, and {} are needed: {}",
+                self.yes.len(),
+                self.nodes,
+                self.majority,
+                reasons.join("; ")
+            ),
+            transient: true,
+        })
+    }
+}
+
+/// How many of `nodes` make a majority.
+pub fn majority(nodes: usize) -> usize {
+    nodes / 2 + 1
+}
+
+impl Quorum {
+    /// Starts one thread per node; nothing is connected yet.
+    pub fn new(targets: &[RedisTarget], timeout: Duration, lock: LockRequest) -> Result<Quorum> {
+        let (replies_tx, replies) = mpsc::channel();
+        let mut nodes = Vec::with_capacity(targets.len());
+        for (index, target) in targets.iter().enumerate() {
+            let single = SingleRedis::new(target, timeout, lock.clone())?;
+            let (jobs, queue) = mpsc::channel();
+            let replies_tx = replies_tx.clone();
+            std::thread::Builder::new()
+                .name(format!("redis-node-{}", index + 1))
+                .spawn(move || serve(index, single, &queue, &replies_tx))
+                .context("cannot start a thread")?;
+            nodes.push(Node {
+                display: target.display.clone(),
+                jobs,
+            });
+        }
+        let names: Vec<&str> = targets.iter().map(|t| t.display.as_str()).collect();
+        Ok(Quorum {
+            majority: majority(nodes.len()),
+            display: format!("{} Redis nodes ({})", nodes.len(), names.join(", ")),
+            nodes,
+            timeout,
+            ttl: lock.ttl,
+            replies,
+            round: 0,
+        })
+    }
+
+    fn displays(&self) -> Vec<String> {
+        self.nodes.iter().map(|node| node.display.clone()).collect()
+    }
+
+    /// Sends `work(node)` to the nodes `to`; returns the round's number.
+    fn send(&mut self, to: impl IntoIterator<Item = usize>, mut work: impl FnMut() -> Work) -> u64 {
+        self.round += 1;
+        for index in to {
+            // A node thread only ends with the process: a failed send cannot happen.
+            let _ = self.nodes[index].jobs.send(Job {
+                round: self.round,
+                work: work(),
+            });
+        }
+        self.round
+    }
+
+    /// Passes this round's answers to `take` until it returns true (decided), `expected`
+    /// answers came, or `until` passes; returns true in that last case. Answers to earlier
+    /// rounds are dropped.
+    fn collect(
+        &self,
+        round: u64,
+        expected: usize,
+        until: Instant,
+        mut take: impl FnMut(usize, Answer) -> bool,
+    ) -> bool {
+        let mut answered = 0;
+        while answered < expected {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.replies.recv_timeout(left) {
+                Ok(reply) if reply.round != round => continue,
+                Ok(reply) => {
+                    answered += 1;
+                    if take(reply.node, reply.answer) {
+                        return false;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return true,
+            }
+        }
+        false
+    }
+
+    fn all(&self) -> std::ops::Range<usize> {
+        0..self.nodes.len()
+    }
+
+    /// Releases on every node without waiting: after a lost or split acquisition, so that
+    /// what this attempt took does not stand in anyone's way until it expires.
+    fn let_go(&mut self) {
+        let deadline = Instant::now() + self.timeout;
+        self.send(self.all(), || Work::Release {
+            keep_for: None,
+            deadline,
+        });
+    }
+
+    /// The fence to hand out, from what each node counted: the largest, first written to
+    /// enough nodes that a majority has it.
+    fn settle_fence(&mut self, counted: &[(usize, u64)], deadline: Instant) -> Result<u64> {
+        let fence = counted.iter().map(|&(_, fence)| fence).max().unwrap_or(0);
+        let have_it: Vec<usize> = counted
+            .iter()
+            .filter(|&&(_, counted)| counted == fence)
+            .map(|&(node, _)| node)
+            .collect();
+        if have_it.len() >= self.majority {
+            return Ok(fence);
+        }
+        let behind: Vec<usize> = self.all().filter(|node| !have_it.contains(node)).collect();
+        let round = self.send(behind.iter().copied(), || Work::RaiseFence {
+            fence,
+            deadline,
+        });
+        let mut tally = Tally::new(self.nodes.len());
+        tally.yes = have_it;
+        tally.timed_out = self.collect(round, behind.len(), deadline, |node, answer| {
+            match answer {
+                Answer::RaiseFence(Ok(())) => tally.yes.push(node),
+                Answer::RaiseFence(Err(err)) => tally.failed.push((node, format!("{err:#}"))),
+                _ => {}
+            }
+            tally.won()
+        });
+        if tally.won() {
+            Ok(fence)
+        } else {
+            Err(tally
+                .shortfall("recorded the fence", &self.displays())
+                .context("cannot record the fence on a majority"))
+        }
+    }
+}
+
+/// A node's thread: runs its jobs in order and reports each answer.
+fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Sender<Reply>) {
+    for job in jobs {
+        let answer = match job.work {
+            Work::Acquire { deadline } => Answer::Acquire(node.try_acquire_until(Some(deadline))),
+            Work::RaiseFence { fence, deadline } => {
+                Answer::RaiseFence(node.raise_fence(fence, deadline))
+            }
+            Work::Renew { deadline } => Answer::Renew(node.renew(deadline)),
+            Work::Release { keep_for, deadline } => {
+                Answer::Release(node.release(keep_for, deadline))
+            }
+            Work::Subscribe { sink } => Answer::Subscribe(node.subscribe(sink)),
+        };
+        let reply = Reply {
+            round: job.round,
+            node: index,
+            answer,
+        };
+        if replies.send(reply).is_err() {
+            return;
+        }
+    }
+}
+
+/// What the nodes that refused an acquisition said: who holds them and for how long.
+#[derive(Debug, Default)]
+struct Refusals {
+    /// Per refusing node: the holder's value (if a string) and its time left.
+    seen: Vec<(Option<String>, Option<Duration>)>,
+}
+
+impl Refusals {
+    /// The soonest the lock can be free without a release: when enough refusing nodes
+    /// have expired that the others make a majority. `None` if one of those never expires.
+    fn free_in(&self, nodes: usize, majority: usize) -> Option<Duration> {
+        let must_free = self.seen.len().saturating_sub(nodes - majority).max(1);
+        let mut ttls: Vec<Option<Duration>> = self.seen.iter().map(|(_, ttl)| *ttl).collect();
+        // `None` (never expires) sorts after every time.
+        ttls.sort_by_key(|ttl| (ttl.is_none(), *ttl));
+        ttls.get(must_free - 1).copied().flatten()
+    }
+
+    /// Whether some single holder has a majority of the nodes; if not, contenders split
+    /// them and each will let go.
+    fn split(&self, majority: usize) -> bool {
+        let mut holders: HashMap<&str, usize> = HashMap::new();
+        for (value, _) in &self.seen {
+            // A value of ours starts with `{"token":"…"`: the identity, the same on every node.
+            let identity = value
+                .as_deref()
+                .map_or("", |value| value.split(',').next().unwrap_or(value));
+            *holders.entry(identity).or_default() += 1;
+        }
+        holders.values().all(|&count| count < majority)
+    }
+
+    /// One holder to name, preferring one that has several nodes.
+    fn holder(&self) -> Option<String> {
+        self.seen.iter().find_map(|(value, _)| value.clone())
+    }
+}
+
+impl LockBackend for Quorum {
+    fn try_acquire(&mut self) -> Result<Attempt> {
+        let started = Instant::now();
+        let lease_end = started + self.ttl.saturating_sub(clock_drift(self.ttl));
+        let deadline = (started + self.timeout).min(lease_end);
+        let round = self.send(self.all(), || Work::Acquire { deadline });
+        let mut tally = Tally::new(self.nodes.len());
+        let mut counted = Vec::new();
+        let mut refusals = Refusals::default();
+        let mut other_errors = Vec::new();
+        tally.timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
+            match answer {
+                Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
+                    tally.yes.push(node);
+                    counted.push((node, fence));
+                }
+                Answer::Acquire(Ok(Attempt::Busy {
+                    holder, holder_ttl, ..
+                })) => {
+                    tally.no.push(node);
+                    refusals.seen.push((holder, holder_ttl));
+                }
+                Answer::Acquire(Err(err)) => {
+                    if !super::is_transient(&err) {
+                        other_errors.push(format!("{err:#}"));
+                    }
+                    tally.failed.push((node, format!("{err:#}")));
+                }
+                _ => {}
+            }
+            tally.decided()
+        });
+
+        if tally.won() && Instant::now() < lease_end {
+            match self.settle_fence(&counted, deadline) {
+                Ok(fence) if Instant::now() < lease_end => {
+                    return Ok(Attempt::Acquired {
+                        sent_at: started,
+                        fence,
+                    })
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    self.let_go();
+                    return Err(err);
+                }
+            }
+        }
+        self.let_go();
+        if tally.won() {
+            return Err(anyhow::Error::new(BackendError {
+                message: format!(
+                    "taking the lock on a majority of the Redis nodes took longer than its \
+                     TTL ({})",
+                    humantime::format_duration(self.ttl)
+                ),
+                transient: true,
+            }));
+        }
+        if tally.refused() {
+            return Ok(Attempt::Busy {
+                holder_ttl: refusals.free_in(self.nodes.len(), self.majority),
+                holder: refusals.holder(),
+                ahead: 0,
+                split: refusals.split(self.majority),
+            });
+        }
+        // A failure that will not pass by itself (authentication, a server error) is
+        // reported as such rather than as an unreachable majority.
+        if let Some(reason) = other_errors.first() {
+            return Err(anyhow!("{reason}"));
+        }
+        Err(tally.shortfall("could be reached", &self.displays()))
+    }
+
+    fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
+        let started = Instant::now();
+        let round = self.send(self.all(), || Work::Renew { deadline });
+        let mut tally = Tally::new(self.nodes.len());
+        tally.timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
+            match answer {
+                Answer::Renew(Ok(Renewal::Extended { .. })) => tally.yes.push(node),
+                Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
+                Answer::Renew(Err(err)) => tally.failed.push((node, format!("{err:#}"))),
+                _ => {}
+            }
+            tally.decided()
+        });
+        if tally.won() {
+            // Still held by a majority: a node that lost the key (it restarted empty, or
+            // the key expired there during an outage) is taken again. The answers are not
+            // awaited; the next renewal sees how it went.
+            if !tally.no.is_empty() {
+                let lost: Vec<String> = tally
+                    .no
+                    .iter()
+                    .map(|&node| self.nodes[node].display.clone())
+                    .collect();
+                report::verbose(format_args!(
+                    "taking the lock again on {}, which had lost it",
+                    lost.join(", ")
+                ));
+                let restore_by = Instant::now() + self.timeout;
+                let lost_nodes = tally.no.clone();
+                self.send(lost_nodes, || Work::Acquire {
+                    deadline: restore_by,
+                });
+            }
+            return Ok(Renewal::Extended { sent_at: started });
+        }
+        if tally.refused() {
+            return Ok(Renewal::NotOurs);
+        }
+        Err(tally.shortfall("confirmed the lease", &self.displays()))
+    }
+
+    fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
+        let round = self.send(self.all(), || Work::Release { keep_for, deadline });
+        let mut deleted = 0;
+        let mut kept = 0;
+        let mut not_ours = 0;
+        let mut errors = Vec::new();
+        self.collect(round, self.nodes.len(), deadline, |node, answer| {
+            match answer {
+                Answer::Release(Ok(Released::Deleted)) => deleted += 1,
+                Answer::Release(Ok(Released::KeptUntilMinHold)) => kept += 1,
+                Answer::Release(Ok(Released::NotOurs)) => not_ours += 1,
+                Answer::Release(Err(err)) => {
+                    errors.push(format!("{}: {err:#}", self.nodes[node].display));
+                }
+                _ => {}
+            }
+            false
+        });
+        if !errors.is_empty() {
+            report::verbose(format_args!(
+                "release failed on some nodes (the key expires there by its TTL): {}",
+                errors.join("; ")
+            ));
+        }
+        Ok(if kept > 0 {
+            Released::KeptUntilMinHold
+        } else if deleted > 0 {
+            Released::Deleted
+        } else if not_ours > 0 {
+            Released::NotOurs
+        } else {
+            return Err(anyhow!("{}", errors.join("; ")));
+        })
+    }
+
+    fn abandon(&mut self) {
+        // Only a fair waiter has something to leave, and --fair is refused with a quorum.
+    }
+
+    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
+        let shared = Arc::new(Mutex::new(sink));
+        let round = self.send(self.all(), || {
+            let shared = Arc::clone(&shared);
+            Work::Subscribe {
+                sink: Box::new(move |notice: Notice| {
+                    // Poisoned only by a panic, which aborts the process.
+                    let mut sink = shared.lock().unwrap_or_else(|p| p.into_inner());
+                    (*sink)(notice)
+                }),
+            }
+        });
+        let mut parts = Vec::new();
+        let mut errors: Vec<anyhow::Error> = Vec::new();
+        let until = Instant::now() + self.timeout;
+        self.collect(round, self.nodes.len(), until, |node, answer| {
+            match answer {
+                Answer::Subscribe(Ok(part)) => parts.push(part),
+                Answer::Subscribe(Err(err)) => {
+                    report::verbose(format_args!(
+                        "no release notices from {}: {err:#}",
+                        self.nodes[node].display
+                    ));
+                    errors.push(err);
+                }
+                _ => {}
+            }
+            false
+        });
+        // Any node that can be reached will carry the holder's release notice; the others
+        // are retried when a subscription breaks.
+        if parts.is_empty() {
+            return Err(errors
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| anyhow!("no Redis node answered in time")));
+        }
+        Ok(Subscription::combined(parts))
+    }
+
+    fn describe(&self) -> &str {
+        &self.display
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(nodes: usize, yes: usize, no: usize, failed: usize) -> Tally {
+        let mut tally = Tally::new(nodes);
+        let mut node = 0..;
+        tally.yes = node.by_ref().take(yes).collect();
+        tally.no = node.by_ref().take(no).collect();
+        tally.failed = node.take(failed).map(|n| (n, "down".into())).collect();
+        tally
+    }
+
+    #[test]
+    fn majorities() {
+        assert_eq!(majority(1), 1);
+        assert_eq!(majority(2), 2);
+        assert_eq!(majority(3), 2);
+        assert_eq!(majority(4), 3);
+        assert_eq!(majority(5), 3);
+    }
+
+    #[test]
+    fn rounds_end_as_soon_as_the_outcome_is_certain() {
+        // 3 nodes: two yes decide it, whatever the third says.
+        assert!(tally(3, 2, 0, 0).won());
+        assert!(tally(3, 2, 0, 0).decided());
+        // One node down: still a majority with the two others.
+        assert!(tally(3, 2, 0, 1).won());
+        // One yes, one no: the third decides, so wait for it.
+        assert!(!tally(3, 1, 1, 0).decided());
+        // Two no: refused for sure.
+        assert!(tally(3, 0, 2, 0).refused());
+        assert!(tally(3, 1, 2, 0).decided());
+        // One no and one down: undecided by refusals alone, but certain to fail.
+        let down = tally(3, 1, 1, 1);
+        assert!(down.decided() && !down.won() && !down.refused());
+        // 5 nodes: 3 of 5, with two down.
+        assert!(tally(5, 3, 0, 2).won());
+        assert!(!tally(5, 2, 0, 2).decided());
+        assert!(tally(5, 2, 0, 3).decided());
+        assert!(tally(5, 0, 3, 0).refused());
+        assert!(!tally(5, 0, 2, 0).refused());
+    }
+
+    #[test]
+    fn a_shortfall_names_each_failed_node() {
+        let displays: Vec<String> = (1..=3).map(|n| format!("redis://n{n}")).collect();
+        let mut short = tally(3, 1, 0, 1);
+        short.timed_out = true;
+        let err = short.shortfall("could be reached", &displays);
+        let text = format!("{err:#}");
+        assert!(text.starts_with("only 1 of 3 Redis nodes could be reached, and 2 are needed"));
+        assert!(text.contains("redis://n2: down"), "{text}");
+        assert!(text.contains("1 gave no answer in time"), "{text}");
+        assert!(super::super::is_transient(&err));
+    }
+
+    fn value(token: &str) -> Option<String> {
+        Some(format!(
+            "{{\"token\":\"{token}\",\"fence\":1,\"host\":\"h\"}}"
+        ))
+    }
+
+    #[test]
+    fn a_holder_with_a_majority_is_not_a_split() {
+        let ms = Duration::from_millis;
+        let refusals = Refusals {
+            seen: vec![(value("a"), Some(ms(300))), (value("a"), Some(ms(100)))],
+        };
+        assert!(!refusals.split(2));
+        // 3 nodes, 2 refusing: once either expires, two nodes are free.
+        assert_eq!(refusals.free_in(3, 2), Some(ms(100)));
+        // 5 nodes with 3 refusals: one must go.
+        let five = Refusals {
+            seen: vec![
+                (value("a"), Some(ms(300))),
+                (value("a"), Some(ms(100))),
+                (value("a"), None),
+            ],
+        };
+        assert!(!five.split(3));
+        assert_eq!(five.free_in(5, 3), Some(ms(100)));
+    }
+
+    #[test]
+    fn contenders_that_split_the_nodes_are_told_so() {
+        let refusals = Refusals {
+            seen: vec![
+                (value("a"), Some(Duration::from_secs(1))),
+                (value("b"), None),
+            ],
+        };
+        assert!(refusals.split(2));
+        // The first to expire frees a majority; the key that never expires is not needed.
+        assert_eq!(refusals.free_in(3, 2), Some(Duration::from_secs(1)));
+        let stuck = Refusals {
+            seen: vec![(value("a"), None), (value("b"), None)],
+        };
+        assert_eq!(stuck.free_in(3, 2), None);
+    }
+}
