@@ -1107,6 +1107,58 @@ fn bench_handoff(bench: &Bench, samples: usize, hold: Duration, results: &mut [R
     }
 }
 
+/// Time from starting redlock-run to its command starting, against one Redis and against
+/// a Redlock quorum of `nodes.len()` (the one plus others), interleaved.
+struct QuorumStart {
+    nodes: usize,
+    one: Samples,
+    quorum: Samples,
+}
+
+fn bench_quorum(bench: &Bench, ports: &[u16], samples: usize) -> QuorumStart {
+    phase(&format!(
+        "redlock: time to command start, 1 node vs {} nodes, {samples} runs each",
+        ports.len()
+    ));
+    let stamp = bench.path("quorum-stamp");
+    let command = bench.helper(&["stamp", &stamp]);
+    let argv = |ports: &[u16]| {
+        let mut argv: Vec<OsString> = vec![bench.redlock.clone().into()];
+        for port in ports {
+            argv.push("-r".into());
+            argv.push(format!("redis://127.0.0.1:{port}").into());
+        }
+        argv.extend(["-k".into(), "quorum".into(), "--".into()]);
+        argv.extend(command.iter().cloned());
+        argv
+    };
+    let (one_argv, quorum_argv) = (argv(&ports[..1]), argv(ports));
+    let mut result = QuorumStart {
+        nodes: ports.len(),
+        one: Samples::default(),
+        quorum: Samples::default(),
+    };
+    let once = |argv: &[OsString]| -> Option<Duration> {
+        let _ = fs::remove_file(&stamp);
+        let spawned = realtime_ns();
+        let (ok, _) = timed(&mut bench.plain(Tool::Redlock, argv), RUN_LIMIT).ok()?;
+        let started: u128 = fs::read_to_string(&stamp).ok()?.trim().parse().ok()?;
+        (ok && started >= spawned).then(|| Duration::from_nanos((started - spawned) as u64))
+    };
+    for _ in 0..samples {
+        for (argv, samples) in [
+            (&one_argv, &mut result.one),
+            (&quorum_argv, &mut result.quorum),
+        ] {
+            match once(argv) {
+                Some(elapsed) => samples.push(true, elapsed),
+                None => samples.push(false, Duration::ZERO),
+            }
+        }
+    }
+    result
+}
+
 /// Peak RSS (KiB) per /usr/bin/time's %M, i.e. wait4's ru_maxrss: the larger of the
 /// wrapper and its reaped children, which here are `true` and `sleep` (about 1 MiB).
 fn bench_rss(bench: &Bench, reps: usize) -> (BTreeMap<&'static str, u64>, u64) {
@@ -1634,6 +1686,21 @@ fn run(opts: &Opts) -> Result<()> {
 
     bench_handoff(&bench, opts.handoff_samples, opts.hold, &mut results);
 
+    phase("starting 4 more redis-servers for a 5-node Redlock quorum");
+    let mut quorum_servers = Vec::new();
+    let mut ports = vec![redis_port];
+    for _ in 0..4 {
+        match start_redis(&exe, &temp.0) {
+            Ok((server, port)) => {
+                quorum_servers.push(server);
+                ports.push(port);
+            }
+            Err(err) => eprintln!("compare: {err}"),
+        }
+    }
+    let quorum = (ports.len() == 5).then(|| bench_quorum(&bench, &ports, opts.overhead_samples));
+    drop(quorum_servers);
+
     let rss_floor = if bench.have_time {
         let (peaks, floor) = bench_rss(&bench, 3);
         for tool in TOOLS {
@@ -1679,6 +1746,7 @@ fn run(opts: &Opts) -> Result<()> {
         bare,
         bare_version,
         rss_floor,
+        quorum,
         elapsed,
     };
     print!("{}", report.table());
@@ -1707,6 +1775,7 @@ struct Report<'a> {
     bare: Samples,
     bare_version: Samples,
     rss_floor: Option<u64>,
+    quorum: Option<QuorumStart>,
     elapsed: Duration,
 }
 
@@ -1846,6 +1915,17 @@ impl Report<'_> {
             measured: show(v, &|x| format!("{x:.2} MiB")),
             value: v,
             verdict: Verdict::of(v.map(|x| x <= 5.0)),
+        });
+        let v = self
+            .quorum
+            .as_ref()
+            .and_then(|q| ratio(q.quorum.p50().map(millis), q.one.p50().map(millis)));
+        lines.push(TargetLine {
+            id: "redlock5_start_vs_single",
+            goal: "5 Redlock nodes: start p50 <= 1.5x 1 node",
+            measured: show(v, &|x| format!("{x:.2}x 1 node's")),
+            value: v,
+            verdict: Verdict::of(v.map(|x| x <= 1.5)),
         });
         let v = self
             .r(rl)
@@ -1995,6 +2075,21 @@ impl Report<'_> {
                     .map_or_else(na, fmt_ms)
             },
         );
+        if let Some(quorum) = &self.quorum {
+            let one = quorum.one.p50().map_or_else(na, fmt_ms);
+            let many = quorum.quorum.p50().map_or_else(na, fmt_ms);
+            row("time to command start p50, 1 Redis", &|t| match t {
+                Tool::Redlock => one.clone(),
+                _ => na(),
+            });
+            row(
+                &format!("  with {} Redlock nodes", quorum.nodes),
+                &|t| match t {
+                    Tool::Redlock => many.clone(),
+                    _ => na(),
+                },
+            );
+        }
         let _ = writeln!(o);
         let _ = writeln!(
             o,
@@ -2181,6 +2276,16 @@ impl Report<'_> {
             ),
             ("bare_true", self.bare.json()),
             ("bare_true_startup", self.bare_version.json()),
+            (
+                "redlock_time_to_start",
+                self.quorum.as_ref().map_or(Json::Null, |q| {
+                    Json::obj([
+                        ("nodes", Json::Int(q.nodes as i64)),
+                        ("one_node", q.one.json()),
+                        ("quorum", q.quorum.json()),
+                    ])
+                }),
+            ),
             (
                 "rss_floor_kib",
                 self.rss_floor.map_or(Json::Null, |k| Json::Int(k as i64)),

@@ -491,7 +491,14 @@ mod tests {
         let shown: Vec<&str> = quorum.redis.iter().map(|t| t.display.as_str()).collect();
         assert_eq!(shown, ["redis://a:1", "redis://b:1", "redis://c:1"]);
         for refused in [
-            &["-r", "redis://a:1", "-r", "redis://127.0.0.1:1", "-r", "redis://a:1/0"][..],
+            &[
+                "-r",
+                "redis://a:1",
+                "-r",
+                "redis://127.0.0.1:1",
+                "-r",
+                "redis://a:1/0",
+            ][..],
             &["-r", "redis://a:1", "-r", "redis://b:1", "--limit", "2"],
             &["-r", "redis://a:1", "-r", "redis://b:1", "--fair"],
         ] {

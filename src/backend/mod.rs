@@ -28,7 +28,7 @@ pub mod quorum;
 pub mod single;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
@@ -245,23 +245,49 @@ pub type NoticeSink = Box<dyn FnMut(Notice) -> bool + Send>;
 /// thread notices within a second and closes the connection).
 pub struct Subscription {
     stopped: Arc<AtomicBool>,
-    /// One per Redlock node that could be reached; they end with this one (on drop).
-    _parts: Vec<Subscription>,
+    /// With several Redlock nodes: one subscription per node, added as each comes up.
+    parts: Option<SubscriptionParts>,
+}
+
+/// The node subscriptions of a combined one, shared with the threads that make them:
+/// `None` once the whole has ended, so that a part that comes up late ends at once.
+#[derive(Clone)]
+pub struct SubscriptionParts(Arc<Mutex<Option<Vec<Subscription>>>>);
+
+impl SubscriptionParts {
+    pub fn new() -> SubscriptionParts {
+        SubscriptionParts(Arc::new(Mutex::new(Some(Vec::new()))))
+    }
+
+    /// Keeps `part` for as long as the whole lives.
+    pub fn add(&self, part: Subscription) {
+        let mut parts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(parts) = parts.as_mut() {
+            parts.push(part);
+        }
+        // Otherwise `part` is dropped here: nobody listens any more.
+    }
+}
+
+impl Default for SubscriptionParts {
+    fn default() -> Self {
+        SubscriptionParts::new()
+    }
 }
 
 impl Subscription {
     pub fn new() -> Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
-            _parts: Vec::new(),
+            parts: None,
         }
     }
 
-    /// One subscription made of several, ended together.
-    pub fn combined(parts: Vec<Subscription>) -> Subscription {
+    /// One subscription made of several (late ones included), ended together.
+    pub fn combined(parts: SubscriptionParts) -> Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
-            _parts: parts,
+            parts: Some(parts),
         }
     }
 
@@ -280,6 +306,10 @@ impl Default for Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.stopped.store(true, Ordering::Relaxed);
+        if let Some(parts) = &self.parts {
+            let ended = parts.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+            drop(ended);
+        }
     }
 }
 

@@ -28,10 +28,14 @@ use anyhow::{anyhow, Context, Result};
 use super::single::SingleRedis;
 use super::{
     clock_drift, Attempt, BackendError, LockBackend, LockRequest, Notice, NoticeSink, Released,
-    Renewal, Subscription,
+    Renewal, Subscription, SubscriptionParts,
 };
 use crate::config::RedisTarget;
 use crate::report;
+
+/// After a majority answered a release, how long the others get at least (twice the
+/// majority's time if that is longer).
+const RELEASE_STRAGGLER_WAIT: Duration = Duration::from_millis(10);
 
 pub struct Quorum {
     nodes: Vec<Node>,
@@ -71,6 +75,7 @@ enum Work {
     },
     Subscribe {
         sink: NoticeSink,
+        parts: SubscriptionParts,
     },
 }
 
@@ -85,7 +90,7 @@ enum Answer {
     RaiseFence(Result<()>),
     Renew(Result<Renewal>),
     Release(Result<Released>),
-    Subscribe(Result<Subscription>),
+    Subscribe(Result<()>),
 }
 
 /// Which way each node went in one round, and whether the round is decided.
@@ -297,7 +302,9 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
             Work::Release { keep_for, deadline } => {
                 Answer::Release(node.release(keep_for, deadline))
             }
-            Work::Subscribe { sink } => Answer::Subscribe(node.subscribe(sink)),
+            Work::Subscribe { sink, parts } => {
+                Answer::Subscribe(node.subscribe(sink).map(|part| parts.add(part)))
+            }
         };
         let reply = Reply {
             round: job.round,
@@ -307,6 +314,31 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
         if replies.send(reply).is_err() {
             return;
         }
+    }
+}
+
+/// How the nodes answered a release.
+#[derive(Debug, Default)]
+struct ReleaseTally {
+    answered: usize,
+    deleted: usize,
+    kept: usize,
+    not_ours: usize,
+    errors: Vec<String>,
+}
+
+impl ReleaseTally {
+    /// Counts one answer; returns how many have come.
+    fn take(&mut self, node: &str, answer: Answer) -> usize {
+        self.answered += 1;
+        match answer {
+            Answer::Release(Ok(Released::Deleted)) => self.deleted += 1,
+            Answer::Release(Ok(Released::KeptUntilMinHold)) => self.kept += 1,
+            Answer::Release(Ok(Released::NotOurs)) => self.not_ours += 1,
+            Answer::Release(Err(err)) => self.errors.push(format!("{node}: {err:#}")),
+            _ => {}
+        }
+        self.answered
     }
 }
 
@@ -465,37 +497,45 @@ impl LockBackend for Quorum {
     }
 
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
+        let started = Instant::now();
         let round = self.send(self.all(), || Work::Release { keep_for, deadline });
-        let mut deleted = 0;
-        let mut kept = 0;
-        let mut not_ours = 0;
-        let mut errors = Vec::new();
+        let mut tally = ReleaseTally::default();
+        let displays = self.displays();
+        // Once a majority has answered, the lock is free for others; a node much slower
+        // than the rest (down, blackholed) is not waited for, and the key expires there by
+        // its TTL. Healthy nodes answer together, so this rarely cuts anyone off.
+        let majority = self.majority;
         self.collect(round, self.nodes.len(), deadline, |node, answer| {
-            match answer {
-                Answer::Release(Ok(Released::Deleted)) => deleted += 1,
-                Answer::Release(Ok(Released::KeptUntilMinHold)) => kept += 1,
-                Answer::Release(Ok(Released::NotOurs)) => not_ours += 1,
-                Answer::Release(Err(err)) => {
-                    errors.push(format!("{}: {err:#}", self.nodes[node].display));
-                }
-                _ => {}
-            }
+            tally.take(&displays[node], answer) >= majority
+        });
+        let patience = (started.elapsed() * 2).max(RELEASE_STRAGGLER_WAIT);
+        let rest = self.nodes.len().saturating_sub(tally.answered);
+        let until = deadline.min(Instant::now() + patience);
+        self.collect(round, rest, until, |node, answer| {
+            tally.take(&displays[node], answer);
             false
         });
-        if !errors.is_empty() {
+        let mut missed = tally.errors.clone();
+        let silent = self.nodes.len().saturating_sub(tally.answered);
+        if silent > 0 {
+            missed.push(format!("{silent} did not answer in time"));
+        }
+        if !missed.is_empty() {
             report::verbose(format_args!(
-                "release failed on some nodes (the key expires there by its TTL): {}",
-                errors.join("; ")
+                "not released on every node (the key expires there by its TTL): {}",
+                missed.join("; ")
             ));
         }
-        Ok(if kept > 0 {
+        Ok(if tally.kept > 0 {
             Released::KeptUntilMinHold
-        } else if deleted > 0 {
+        } else if tally.deleted > 0 {
             Released::Deleted
-        } else if not_ours > 0 {
+        } else if tally.not_ours > 0 {
             Released::NotOurs
+        } else if tally.errors.is_empty() {
+            return Err(anyhow!("no Redis node answered in time"));
         } else {
-            return Err(anyhow!("{}", errors.join("; ")));
+            return Err(anyhow!("{}", tally.errors.join("; ")));
         })
     }
 
@@ -505,6 +545,7 @@ impl LockBackend for Quorum {
 
     fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
         let shared = Arc::new(Mutex::new(sink));
+        let parts = SubscriptionParts::new();
         let round = self.send(self.all(), || {
             let shared = Arc::clone(&shared);
             Work::Subscribe {
@@ -513,14 +554,21 @@ impl LockBackend for Quorum {
                     let mut sink = shared.lock().unwrap_or_else(|p| p.into_inner());
                     (*sink)(notice)
                 }),
+                parts: parts.clone(),
             }
         });
-        let mut parts = Vec::new();
+        // Ends every node's subscription when dropped, late ones included.
+        let subscription = Subscription::combined(parts);
+        let mut listening = 0;
         let mut errors: Vec<anyhow::Error> = Vec::new();
         let until = Instant::now() + self.timeout;
+        let majority = self.majority;
+        // Every holder releases on a majority, which shares a node with any other majority:
+        // once a majority listens, a release cannot be missed, and slower nodes join as
+        // they come up rather than being waited for.
         self.collect(round, self.nodes.len(), until, |node, answer| {
             match answer {
-                Answer::Subscribe(Ok(part)) => parts.push(part),
+                Answer::Subscribe(Ok(())) => listening += 1,
                 Answer::Subscribe(Err(err)) => {
                     report::verbose(format_args!(
                         "no release notices from {}: {err:#}",
@@ -530,17 +578,17 @@ impl LockBackend for Quorum {
                 }
                 _ => {}
             }
-            false
+            listening >= majority
         });
-        // Any node that can be reached will carry the holder's release notice; the others
-        // are retried when a subscription breaks.
-        if parts.is_empty() {
+        // Any node that can be reached may carry the holder's release notice; the others
+        // are tried again when a subscription breaks.
+        if listening == 0 {
             return Err(errors
                 .into_iter()
                 .next()
                 .unwrap_or_else(|| anyhow!("no Redis node answered in time")));
         }
-        Ok(Subscription::combined(parts))
+        Ok(subscription)
     }
 
     fn describe(&self) -> &str {
