@@ -140,7 +140,7 @@ pub fn wait_for_lock(
             wake_at = wake_at.min(due);
         }
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
-            Ok(Event::Notice(Notice::Released)) => {
+            Ok(Event::Notice(Notice::Released { .. })) => {
                 report::verbose(format_args!("released by its holder; trying now"));
                 next_try = Instant::now().max(not_before);
             }

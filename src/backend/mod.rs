@@ -21,7 +21,7 @@
 //! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
 //! key whose value we did not write (another holder's, another tool's, another
 //! application's hash) is never renewed or deleted. Waiters listen on
-//! `redlock-run:released:K`.
+//! `redlock-run:released:K`; each message is the releasing holder's identity.
 
 pub mod inspect;
 pub mod quorum;
@@ -231,8 +231,9 @@ pub enum Released {
 /// What the subscription to release notices reports.
 #[derive(Debug)]
 pub enum Notice {
-    /// A holder released the lock: try now.
-    Released,
+    /// A holder released the lock: try now. `by` names the holder that let go (its
+    /// identity), the same on every Redlock node.
+    Released { by: String },
     /// The subscription broke; no notice will come through it any more.
     Broken(anyhow::Error),
 }

@@ -243,11 +243,13 @@ impl Quorum {
         0..self.nodes.len()
     }
 
-    /// Releases on every node without waiting: after a lost or split acquisition, so that
-    /// what this attempt took does not stand in anyone's way until it expires.
-    fn let_go(&mut self) {
+    /// Releases without waiting, on every node but those that refused (they hold someone
+    /// else's value): after a lost or split acquisition, so that what this attempt took,
+    /// late answers included, does not stand in anyone's way until it expires.
+    fn let_go(&mut self, refused: &[usize]) {
         let deadline = Instant::now() + self.timeout;
-        self.send(self.all(), || Work::Release {
+        let nodes: Vec<usize> = self.all().filter(|node| !refused.contains(node)).collect();
+        self.send(nodes, || Work::Release {
             keep_for: None,
             deadline,
         });
@@ -423,12 +425,12 @@ impl LockBackend for Quorum {
                 }
                 Ok(_) => {}
                 Err(err) => {
-                    self.let_go();
+                    self.let_go(&tally.no);
                     return Err(err);
                 }
             }
         }
-        self.let_go();
+        self.let_go(&tally.no);
         if tally.won() {
             return Err(anyhow::Error::new(BackendError {
                 message: format!(
@@ -543,8 +545,19 @@ impl LockBackend for Quorum {
         // Only a fair waiter has something to leave, and --fair is refused with a quorum.
     }
 
-    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
-        let shared = Arc::new(Mutex::new(sink));
+    fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
+        // A holder releases on every node: its notice comes once per node and is passed on
+        // once, so that waiters do not try again for each copy.
+        let mut last_release: Option<String> = None;
+        let once = move |notice: Notice| match &notice {
+            Notice::Released { by } if last_release.as_ref() == Some(by) => true,
+            Notice::Released { by } => {
+                last_release = Some(by.clone());
+                sink(notice)
+            }
+            Notice::Broken(_) => sink(notice),
+        };
+        let shared = Arc::new(Mutex::new(once));
         let parts = SubscriptionParts::new();
         let round = self.send(self.all(), || {
             let shared = Arc::clone(&shared);

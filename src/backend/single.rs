@@ -414,7 +414,9 @@ fn listen(
 ) {
     loop {
         let notice = match pubsub.get_message() {
-            Ok(_) => Notice::Released,
+            Ok(message) => Notice::Released {
+                by: message.get_payload().unwrap_or_default(),
+            },
             // Nobody released; this wake-up only checks whether the waiter still listens.
             Err(err) if err.is_timeout() => {
                 if stopped.load(Ordering::Relaxed) {

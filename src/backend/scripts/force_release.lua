@@ -5,7 +5,8 @@
 -- ARGV[2]  the channel waiters subscribe to
 if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], KEYS[1])
+  -- Named like a holder's own release: by its identity, or the whole value if foreign.
+  redis.call('PUBLISH', ARGV[2], string.match(ARGV[1], '^{"token":"[^"]*"') or ARGV[1])
   return 1
 end
 return 0

@@ -28,5 +28,7 @@ if KEYS[2] then
   end
   if not held then redis.call('DEL', KEYS[2]) end
 end
-redis.call('PUBLISH', ARGV[2], KEYS[1])
+-- The message names who let go, so a waiter listening on several Redlock nodes acts on
+-- one release once.
+redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 1
