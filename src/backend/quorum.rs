@@ -18,6 +18,7 @@
 //! - **Release**: all nodes, waiting for every answer up to the deadline.
 //! - **Waiting**: subscribed to every node that can be reached; any release notice wakes.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -45,7 +46,17 @@ pub struct Quorum {
     replies: Receiver<Reply>,
     /// Numbers each round, so that a late answer to an earlier one is recognised.
     round: u64,
+    /// The release after a failed attempt, until the nodes that took the key confirm it.
+    /// Waiting goes on meanwhile (a node runs its requests in order, so the next attempt
+    /// follows the release); leaving waits for it, lest the key stay behind for a TTL.
+    unconfirmed: RefCell<Option<PendingRelease>>,
     display: String,
+}
+
+struct PendingRelease {
+    round: u64,
+    nodes: Vec<usize>,
+    deadline: Instant,
 }
 
 struct Node {
@@ -149,10 +160,9 @@ impl Tally {
         }
         anyhow::Error::new(BackendError {
             message: format!(
-                "only {} of {} Redis nodes {what}, and {} are needed: {}",
-                self.yes.len(),
-                self.nodes,
+                "too few Redis nodes {what} (a majority is {} of {}): {}",
                 self.majority,
+                self.nodes,
                 reasons.join("; ")
             ),
             transient: true,
@@ -192,6 +202,7 @@ impl Quorum {
             ttl: lock.ttl,
             replies,
             round: 0,
+            unconfirmed: RefCell::new(None),
         })
     }
 
@@ -226,7 +237,10 @@ impl Quorum {
         while answered < expected {
             let left = until.saturating_duration_since(Instant::now());
             match self.replies.recv_timeout(left) {
-                Ok(reply) if reply.round != round => continue,
+                Ok(reply) if reply.round != round => {
+                    self.confirm(&reply);
+                    continue;
+                }
                 Ok(reply) => {
                     answered += 1;
                     if take(reply.node, reply.answer) {
@@ -243,16 +257,47 @@ impl Quorum {
         0..self.nodes.len()
     }
 
-    /// Releases without waiting, on every node but those that refused (they hold someone
-    /// else's value): after a lost or split acquisition, so that what this attempt took,
-    /// late answers included, does not stand in anyone's way until it expires.
-    fn let_go(&mut self, refused: &[usize]) {
+    /// Releases on every node but those that refused (they hold someone else's value):
+    /// after a lost or split acquisition, so that what this attempt took, late answers
+    /// included, does not stand in anyone's way until it expires. Not waited for here; see
+    /// `unconfirmed`. Nodes that did not answer the attempt are not waited for even then:
+    /// they are likely down, and a key that lands there late is a minority's, gone by its TTL.
+    fn let_go(&mut self, tally: &Tally) {
         let deadline = Instant::now() + self.timeout;
-        let nodes: Vec<usize> = self.all().filter(|node| !refused.contains(node)).collect();
-        self.send(nodes, || Work::Release {
+        let nodes: Vec<usize> = self.all().filter(|node| !tally.no.contains(node)).collect();
+        let round = self.send(nodes, || Work::Release {
             keep_for: None,
             deadline,
         });
+        *self.unconfirmed.borrow_mut() = Some(PendingRelease {
+            round,
+            nodes: tally.yes.clone(),
+            deadline,
+        });
+    }
+
+    /// Notes a node's answer to the release after a failed attempt.
+    fn confirm(&self, reply: &Reply) {
+        let mut unconfirmed = self.unconfirmed.borrow_mut();
+        if let Some(pending) = unconfirmed.as_mut().filter(|p| p.round == reply.round) {
+            pending.nodes.retain(|&node| node != reply.node);
+            if pending.nodes.is_empty() {
+                *unconfirmed = None;
+            }
+        }
+    }
+
+    /// Waits (up to its deadline) for the release after a failed attempt to be confirmed.
+    fn finish_letting_go(&mut self) {
+        let Some(pending) = self.unconfirmed.borrow_mut().take() else {
+            return;
+        };
+        self.collect(
+            pending.round,
+            pending.nodes.len(),
+            pending.deadline,
+            |_, _| false,
+        );
     }
 
     /// The fence to hand out, from what each node counted: the largest, first written to
@@ -289,6 +334,12 @@ impl Quorum {
                 .shortfall("recorded the fence", &self.displays())
                 .context("cannot record the fence on a majority"))
         }
+    }
+}
+
+impl Drop for Quorum {
+    fn drop(&mut self) {
+        self.finish_letting_go();
     }
 }
 
@@ -425,12 +476,12 @@ impl LockBackend for Quorum {
                 }
                 Ok(_) => {}
                 Err(err) => {
-                    self.let_go(&tally.no);
+                    self.let_go(&tally);
                     return Err(err);
                 }
             }
         }
-        self.let_go(&tally.no);
+        self.let_go(&tally);
         if tally.won() {
             return Err(anyhow::Error::new(BackendError {
                 message: format!(
@@ -542,7 +593,9 @@ impl LockBackend for Quorum {
     }
 
     fn abandon(&mut self) {
-        // Only a fair waiter has something to leave, and --fair is refused with a quorum.
+        // No fair queue to leave (--fair is refused with a quorum), but a failed attempt's
+        // release may still be on its way.
+        self.finish_letting_go();
     }
 
     fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
@@ -661,7 +714,10 @@ mod tests {
         short.timed_out = true;
         let err = short.shortfall("could be reached", &displays);
         let text = format!("{err:#}");
-        assert!(text.starts_with("only 1 of 3 Redis nodes could be reached, and 2 are needed"));
+        assert!(
+            text.starts_with("too few Redis nodes could be reached (a majority is 2 of 3): "),
+            "{text}"
+        );
         assert!(text.contains("redis://n2: down"), "{text}");
         assert!(text.contains("1 gave no answer in time"), "{text}");
         assert!(super::super::is_transient(&err));
