@@ -112,6 +112,9 @@ struct Tally {
     yes: Vec<usize>,
     no: Vec<usize>,
     failed: Vec<(usize, String)>,
+    /// Some failure may pass by itself (a network fault, a timeout), as opposed to a
+    /// refusal that will not change (authentication, a server error).
+    passing: bool,
     /// The round's time ran out before every node answered.
     timed_out: bool,
 }
@@ -124,6 +127,7 @@ impl Tally {
             yes: Vec::new(),
             no: Vec::new(),
             failed: Vec::new(),
+            passing: false,
             timed_out: false,
         }
     }
@@ -147,7 +151,14 @@ impl Tally {
         self.yes.len() + self.no.len() + self.failed.len()
     }
 
-    /// Why a majority did not say yes, naming what went wrong on each failed node.
+    /// Counts a node's failure to answer.
+    fn fail(&mut self, node: usize, err: &anyhow::Error) {
+        self.passing |= super::is_transient(err);
+        self.failed.push((node, format!("{err:#}")));
+    }
+
+    /// Why a majority did not say yes, naming what went wrong on each failed node. Worth
+    /// retrying unless every failure was a refusal that will not change.
     fn shortfall(&self, what: &str, displays: &[String]) -> anyhow::Error {
         let mut reasons: Vec<String> = self
             .failed
@@ -165,7 +176,7 @@ impl Tally {
                 self.nodes,
                 reasons.join("; ")
             ),
-            transient: true,
+            transient: self.passing || silent > 0 || self.failed.is_empty(),
         })
     }
 }
@@ -322,7 +333,7 @@ impl Quorum {
         tally.timed_out = self.collect(round, behind.len(), deadline, |node, answer| {
             match answer {
                 Answer::RaiseFence(Ok(())) => tally.yes.push(node),
-                Answer::RaiseFence(Err(err)) => tally.failed.push((node, format!("{err:#}"))),
+                Answer::RaiseFence(Err(err)) => tally.fail(node, &err),
                 _ => {}
             }
             tally.won()
@@ -427,9 +438,17 @@ impl Refusals {
         holders.values().all(|&count| count < majority)
     }
 
-    /// One holder to name, preferring one that has several nodes.
+    /// The holder to name: the one with the most nodes.
     fn holder(&self) -> Option<String> {
-        self.seen.iter().find_map(|(value, _)| value.clone())
+        let identity = |value: &str| value.split(',').next().unwrap_or(value).to_string();
+        let values: Vec<&String> = self.seen.iter().filter_map(|(v, _)| v.as_ref()).collect();
+        values
+            .iter()
+            .max_by_key(|value| {
+                let mine = identity(value);
+                values.iter().filter(|v| identity(v) == mine).count()
+            })
+            .map(|value| (*value).clone())
     }
 }
 
@@ -442,7 +461,6 @@ impl LockBackend for Quorum {
         let mut tally = Tally::new(self.nodes.len());
         let mut counted = Vec::new();
         let mut refusals = Refusals::default();
-        let mut other_errors = Vec::new();
         tally.timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
             match answer {
                 Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
@@ -455,12 +473,7 @@ impl LockBackend for Quorum {
                     tally.no.push(node);
                     refusals.seen.push((holder, holder_ttl));
                 }
-                Answer::Acquire(Err(err)) => {
-                    if !super::is_transient(&err) {
-                        other_errors.push(format!("{err:#}"));
-                    }
-                    tally.failed.push((node, format!("{err:#}")));
-                }
+                Answer::Acquire(Err(err)) => tally.fail(node, &err),
                 _ => {}
             }
             tally.decided()
@@ -500,11 +513,6 @@ impl LockBackend for Quorum {
                 split: refusals.split(self.majority),
             });
         }
-        // A failure that will not pass by itself (authentication, a server error) is
-        // reported as such rather than as an unreachable majority.
-        if let Some(reason) = other_errors.first() {
-            return Err(anyhow!("{reason}"));
-        }
         Err(tally.shortfall("could be reached", &self.displays()))
     }
 
@@ -516,7 +524,7 @@ impl LockBackend for Quorum {
             match answer {
                 Answer::Renew(Ok(Renewal::Extended { .. })) => tally.yes.push(node),
                 Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
-                Answer::Renew(Err(err)) => tally.failed.push((node, format!("{err:#}"))),
+                Answer::Renew(Err(err)) => tally.fail(node, &err),
                 _ => {}
             }
             tally.decided()
