@@ -285,6 +285,18 @@ fn release(targets: &[RedisTarget], timeout: Duration, key: &str, force: bool) -
         print(&format!("{key} is free on every node; nothing to release"))?;
         return Ok(Outcome::Free);
     }
+    // Free as `status` says it is: the nodes read are a majority and none holds anything.
+    let read = views.len() - unread.len();
+    if held.is_empty() && read >= majority(views.len()) {
+        for line in &unread {
+            report::warn(format_args!("could not read {line}"));
+        }
+        print(&format!(
+            "{key} is free on the {read} of {} nodes that answered; nothing to release",
+            views.len()
+        ))?;
+        return Ok(Outcome::Free);
+    }
     if !force {
         bail!(
             "{}; releasing it lets another holder in while this one may still run (it would \

@@ -147,6 +147,13 @@ impl Tally {
         self.won() || self.no.len() + self.failed.len() > self.nodes - self.majority
     }
 
+    /// An acquisition can stop listening: won, refused, or so many nodes failed that no
+    /// majority can answer. Until then a busy node may still answer, and that tells a lock
+    /// held elsewhere (wait, or exit 75) from a majority out of reach (an error).
+    fn heard_enough(&self) -> bool {
+        self.won() || self.refused() || self.failed.len() > self.nodes - self.majority
+    }
+
     fn answered(&self) -> usize {
         self.yes.len() + self.no.len() + self.failed.len()
     }
@@ -476,7 +483,7 @@ impl LockBackend for Quorum {
                 Answer::Acquire(Err(err)) => tally.fail(node, &err),
                 _ => {}
             }
-            tally.decided()
+            tally.heard_enough()
         });
 
         if tally.won() && Instant::now() < lease_end {
@@ -505,12 +512,18 @@ impl LockBackend for Quorum {
                 transient: true,
             }));
         }
-        if tally.refused() {
+        // Busy when a majority answered and some of it holds another's value (with a node
+        // down, a holder may have only one of the nodes that answered).
+        let reached = tally.yes.len() + tally.no.len();
+        if tally.refused() || reached >= self.majority {
+            // A node that did not answer may be the holder's: a split only if even those
+            // could not give one holder a majority.
+            let unknown = self.nodes.len() - reached;
             return Ok(Attempt::Busy {
                 holder_ttl: refusals.free_in(self.nodes.len(), self.majority),
                 holder: refusals.holder(),
                 ahead: 0,
-                split: refusals.split(self.majority),
+                split: refusals.split(self.majority.saturating_sub(unknown)),
             });
         }
         Err(tally.shortfall("could be reached", &self.displays()))
@@ -713,6 +726,18 @@ mod tests {
         assert!(tally(5, 2, 0, 3).decided());
         assert!(tally(5, 0, 3, 0).refused());
         assert!(!tally(5, 0, 2, 0).refused());
+    }
+
+    #[test]
+    fn an_acquisition_hears_out_a_busy_node_past_a_dead_one() {
+        // One down, one busy: the third may be busy too (the lock is held), so listen on.
+        assert!(!tally(3, 0, 1, 1).heard_enough());
+        assert!(tally(3, 0, 2, 1).heard_enough());
+        assert!(tally(3, 2, 0, 1).heard_enough());
+        // Two down of three: no majority can answer, whatever the third says.
+        assert!(tally(3, 0, 0, 2).heard_enough());
+        assert!(!tally(5, 1, 1, 2).heard_enough());
+        assert!(tally(5, 0, 0, 3).heard_enough());
     }
 
     #[test]
