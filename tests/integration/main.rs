@@ -10,6 +10,7 @@ mod history;
 mod lease;
 mod operators;
 mod proxy;
+mod redlock;
 mod signals;
 mod support;
 mod terminal;

@@ -1,0 +1,951 @@
+//! Redlock (several `-r`): one lock over 3 or 5 independent `redis-server` masters. Taking,
+//! keeping and releasing it on a majority; mutual exclusion under contention, judged from
+//! the commands' own history; a minority down before or during a run, a majority lost, a
+//! node restarted empty; fences that only grow across different majorities; pub/sub
+//! hand-over with a node down; `status`/`list`/`release` per node; the cost of more nodes.
+//!
+//! What this module does not own: anything one server already shows (`exclusion`, `lease`,
+//! `faults`, `operators`). Keys beyond `PREFIX + KEY` are used only where the data layout
+//! in `src/backend/mod.rs` documents them: `{K}:fence`. Every wait is for an event (a file,
+//! a key, a subscription, a count of renewals seen by a server, a process's exit); renewals
+//! are counted as `EVALSHA` calls a node serves, since nothing else talks to it meanwhile.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::history::History;
+use crate::proxy::FaultProxy;
+use crate::support::*;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// `n` independent masters.
+fn start_nodes(n: usize) -> Vec<RedisServer> {
+    (0..n).map(|_| RedisServer::start()).collect()
+}
+
+fn urls(nodes: &[RedisServer]) -> Vec<String> {
+    nodes.iter().map(RedisServer::url).collect()
+}
+
+/// `-r URL` once per node.
+fn r_args(urls: &[String]) -> Vec<String> {
+    urls.iter()
+        .flat_map(|url| ["-r".to_string(), url.clone()])
+        .collect()
+}
+
+/// redlock-run over the nodes at `urls`, each given with `-r`.
+fn quorum(urls: &[String]) -> Wrapper {
+    Wrapper::bare().args(r_args(urls))
+}
+
+/// An admin subcommand (`status -k K`, `list`, ...) over the nodes at `urls`.
+fn admin(urls: &[String], subcommand: &[&str]) -> Wrapper {
+    Wrapper::bare().args(subcommand).args(r_args(urls))
+}
+
+/// The full Redis key of the fence counter of lock `name` (documented layout).
+fn fence_key(name: &str) -> String {
+    format!("{{{PREFIX}{name}}}:fence")
+}
+
+/// The fence counter of lock `name` on `node`, 0 if it has none.
+#[track_caller]
+fn fence_counter(node: &RedisServer, name: &str) -> u64 {
+    node.get(&fence_key(name)).map_or(0, |text| {
+        text.parse()
+            .unwrap_or_else(|_| panic!("fence counter {text:?} is not a number"))
+    })
+}
+
+/// Calls of `EVALSHA` a node has served: every acquire, renew and release is one.
+fn evalsha_calls(node: &RedisServer) -> u64 {
+    node.command_stats()
+        .into_iter()
+        .find(|(name, _)| name == "evalsha")
+        .map_or(0, |(_, calls)| calls)
+}
+
+/// Waits until `node` has served `more` further renewals (EVALSHA calls) than `since`.
+#[track_caller]
+fn wait_for_renewals(node: &RedisServer, since: u64, more: u64) {
+    wait_until(
+        Duration::from_secs(20),
+        &format!("{more} renewals on port {}", node.port()),
+        || evalsha_calls(node) >= since + more,
+    );
+}
+
+/// A job named `name`: writes its `REDLOCK_FENCE` and `REDLOCK_TOKEN` to `NAME.fence` and
+/// `NAME.token`, then touches `NAME.ready` and holds until `NAME.go` exists. A SIGTERM is
+/// noted in `NAME.term` and ends it with 143.
+fn job(dir: &TempDir, name: &str) -> PathBuf {
+    dir.script(
+        name,
+        &format!(
+            "trap 'touch \"{term}\"; exit 143' TERM\n\
+             echo \"$REDLOCK_FENCE\" > '{fence}'\n\
+             echo \"$REDLOCK_TOKEN\" > '{token}'\n\
+             {hold}",
+            term = dir.join(&format!("{name}.term")).display(),
+            fence = dir.join(&format!("{name}.fence")).display(),
+            token = dir.join(&format!("{name}.token")).display(),
+            hold = hold_until(dir, &format!("{name}.ready"), &format!("{name}.go"), 0)
+        ),
+    )
+}
+
+/// Starts `wrapper` on lock `key` with the job `name` (see [`job`]); returns once it runs.
+#[track_caller]
+fn hold(wrapper: Wrapper, dir: &TempDir, key: &str, name: &str) -> Running {
+    let script = job(dir, name);
+    let mut holder = wrapper.args(["-k", key, "--"]).arg(script).spawn();
+    holder.wait_for_file(&dir.join(&format!("{name}.ready")), Duration::from_secs(15));
+    holder
+}
+
+/// Ends the job `name` started by [`hold`].
+fn let_go(dir: &TempDir, name: &str) {
+    fs::write(dir.join(&format!("{name}.go")), "").unwrap();
+}
+
+/// The fence job `name` was given.
+#[track_caller]
+fn fence_of(dir: &TempDir, name: &str) -> u64 {
+    let text = dir.read(&format!("{name}.fence"));
+    text.parse()
+        .unwrap_or_else(|_| panic!("REDLOCK_FENCE of {name} is {text:?}, not a number"))
+}
+
+/// Asserts that every running node in `nodes` holds lock `key` for `token`, with a lease.
+#[track_caller]
+fn assert_held_on(nodes: &[&RedisServer], key: &str, token: &str) {
+    for node in nodes {
+        let value = node
+            .lock_value(key)
+            .unwrap_or_else(|| panic!("no {PREFIX}{key} on port {}", node.port()));
+        assert_eq!(token_of(&value), token, "holder on port {}", node.port());
+        let pttl = node.pttl(&format!("{PREFIX}{key}"));
+        assert!(pttl > 0, "no lease on port {}: PTTL {pttl}", node.port());
+    }
+}
+
+/// Asserts that none of `nodes` has any key left but fence counters.
+#[track_caller]
+fn assert_empty(nodes: &[&RedisServer]) {
+    for node in nodes {
+        assert_eq!(node.dbsize(), 0, "port {}: {:?}", node.port(), node.keys());
+    }
+}
+
+/// stdout parsed as one JSON document.
+#[track_caller]
+fn json_of(out: &Output) -> Value {
+    let text = out.stdout_str();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{text}"))
+}
+
+/// Subscribed (pub/sub) client ids on `node`.
+fn subscriber_ids(node: &RedisServer) -> BTreeSet<String> {
+    node.clients()
+        .into_iter()
+        .filter(|client| {
+            client
+                .iter()
+                .any(|(k, v)| k == "sub" && v.parse::<u64>().unwrap_or(0) > 0)
+        })
+        .filter_map(|client| client.into_iter().find(|(k, _)| k == "id").map(|(_, v)| v))
+        .collect()
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Taking, holding, releasing
+
+/// The job runs with `REDLOCK_FENCE` while every node holds the key for its token; after
+/// it, no node has anything left but the fence counter, which each node advanced once.
+#[track_caller]
+fn acquires_on_every_node_and_cleans_up(n: usize, wrapper: impl Fn(&[String]) -> Wrapper) {
+    let nodes = start_nodes(n);
+    let dir = TempDir::new("redlock-basic");
+    let holder = hold(wrapper(&urls(&nodes)), &dir, "basic", "job");
+    let token = dir.read("job.token");
+    assert_uuid_v4(&token);
+    assert_eq!(fence_of(&dir, "job"), 1, "first acquisition on fresh nodes");
+    let all: Vec<&RedisServer> = nodes.iter().collect();
+    assert_held_on(&all, "basic", &token);
+    let_go(&dir, "job");
+    holder.wait().assert_code(0);
+    assert_empty(&all);
+    for node in &nodes {
+        assert_eq!(fence_counter(node, "basic"), 1, "port {}", node.port());
+    }
+}
+
+#[test]
+fn three_masters_acquire_run_and_release_everywhere() {
+    acquires_on_every_node_and_cleans_up(3, quorum);
+}
+
+/// The five URLs come comma-separated in `REDLOCK_REDIS`, as the README documents.
+#[test]
+fn five_masters_from_the_environment_acquire_run_and_release_everywhere() {
+    acquires_on_every_node_and_cleans_up(5, |urls| Wrapper::new(&urls.join(",")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Mutual exclusion
+
+/// 6 wrappers over 5 masters, each running 5 separate redlock-run invocations of a locked
+/// read-modify-write of a counter file: no two sections overlap, the count is exact, and
+/// the fences, recorded inside the sections, grow strictly in the order the sections ran.
+#[test]
+fn contending_wrappers_over_five_masters_never_overlap() {
+    const WRAPPERS: usize = 6;
+    const ROUNDS: usize = 5;
+    let _load = loading_the_machine();
+    let nodes = start_nodes(5);
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-contention");
+    let history = History::new(&dir);
+    let counter = dir.join("counter");
+    let fences = dir.join("fences");
+    fs::write(&counter, "0\n").unwrap();
+    let script = history.section(
+        &dir,
+        "incr",
+        &format!(
+            "n=$(cat '{c}')\necho \"$REDLOCK_FENCE\" >> '{f}'\necho $((n + 1)) > '{c}'",
+            c = counter.display(),
+            f = fences.display()
+        ),
+    );
+
+    let started = Instant::now();
+    let workers: Vec<_> = (0..WRAPPERS)
+        .map(|_| {
+            let (urls, script) = (urls.clone(), script.clone());
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    quorum(&urls)
+                        .args(["-k", "counter", "--"])
+                        .arg(&script)
+                        .timeout(Duration::from_secs(120))
+                        .run()
+                        .assert_code(0);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("a worker thread failed");
+    }
+    eprintln!(
+        "redlock contention: {WRAPPERS} wrappers x {ROUNDS} rounds over 5 nodes in {:.2?}",
+        started.elapsed()
+    );
+
+    history
+        .check()
+        .assert_count(WRAPPERS * ROUNDS)
+        .assert_all_recorded()
+        .assert_no_overlap();
+    assert_eq!(
+        dir.read("counter"),
+        (WRAPPERS * ROUNDS).to_string(),
+        "lost updates"
+    );
+    let seen: Vec<u64> = dir
+        .read("fences")
+        .lines()
+        .map(|line| line.parse().expect("a fence per line"))
+        .collect();
+    assert_eq!(seen.len(), WRAPPERS * ROUNDS);
+    for pair in seen.windows(2) {
+        assert!(
+            pair[0] < pair[1],
+            "fences not strictly increasing in section order: {seen:?}"
+        );
+    }
+    assert_empty(&nodes.iter().collect::<Vec<_>>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Nodes down before the start
+
+/// With `down` of the `n` nodes killed before the start, the lock is still taken on the
+/// others and released there; the job runs and the wrapper exits 0.
+#[track_caller]
+fn runs_with_nodes_down(n: usize, down: usize) {
+    let mut nodes = start_nodes(n);
+    for node in &mut nodes[..down] {
+        node.stop();
+    }
+    let dir = TempDir::new("redlock-down");
+    let holder = hold(quorum(&urls(&nodes)), &dir, "down", "job");
+    let token = dir.read("job.token");
+    let up: Vec<&RedisServer> = nodes[down..].iter().collect();
+    assert_held_on(&up, "down", &token);
+    let_go(&dir, "job");
+    let out = holder.wait();
+    out.assert_code(0).assert_stderr_lacks("lost");
+    assert_empty(&up);
+}
+
+#[test]
+fn two_of_three_masters_are_enough() {
+    runs_with_nodes_down(3, 1);
+}
+
+#[test]
+fn three_of_five_masters_are_enough() {
+    runs_with_nodes_down(5, 2);
+}
+
+/// With a majority down from the start the command never runs: exit 125, naming the
+/// shortfall, even when the wrapper would wait for a busy lock.
+#[test]
+fn a_majority_down_before_the_start_runs_nothing() {
+    let mut nodes = start_nodes(3);
+    nodes[0].stop();
+    nodes[1].stop();
+    let dir = TempDir::new("redlock-majority-down");
+    let ran = dir.join("ran");
+    let out = quorum(&urls(&nodes))
+        .args(["-k", "md", "-t", "1s", "--", "touch"])
+        .arg(&ran)
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains("too few Redis nodes could be reached")
+        .assert_stderr_contains(&format!("{}: cannot connect", nodes[0].url()))
+        .assert_stderr_contains(&format!("{}: cannot connect", nodes[1].url()))
+        .assert_stderr_prefixed();
+    assert!(!ran.exists(), "the command ran without a majority");
+    // The live node's answer was not needed to decide, so its key may outlive the wrapper
+    // (README says the delete reaches every server): it must at least go by its TTL.
+    let stray = nodes[2].lock_value("md");
+    eprintln!("majority down: what the attempt left on the live node: {stray:?}");
+    wait_until(Duration::from_secs(5), "the live node to be empty", || {
+        nodes[2].dbsize() == 0
+    });
+}
+
+/// A lock held by another holder on a majority is busy (75 with `--no-wait`), even though
+/// one node is free, and with a node down too. The holder's keys are untouched; what the
+/// attempt took on the free node is gone within its TTL at the latest.
+#[test]
+fn a_lock_held_on_a_majority_is_busy() {
+    let mut nodes = start_nodes(3);
+    let dir = TempDir::new("redlock-busy");
+    // The holder has two of the three nodes (it knows only those two), and no renewal
+    // comes due while a node is down.
+    let holder = hold(
+        quorum(&urls(&nodes[..2])).args(["-t", "120s"]),
+        &dir,
+        "busy",
+        "holder",
+    );
+    let held = nodes[0].lock_value("busy").expect("holder's key");
+    let three = urls(&nodes);
+    let out = quorum(&three)
+        .args(["-k", "busy", "-t", "1s", "--no-wait", "--", "true"])
+        .run();
+    out.assert_code(75).assert_stderr_contains("not waiting");
+    // Left behind when the free node answered after the two refusals decided the round
+    // (README says the delete reaches every server): it must at least go by its TTL.
+    let stray = nodes[2].lock_value("busy");
+    eprintln!("busy: what the attempt left on the free node: {stray:?}");
+    wait_until(Duration::from_secs(5), "the free node to be empty", || {
+        nodes[2].dbsize() == 0
+    });
+
+    // The free node down: still busy (not "unreachable"), from a majority of answers.
+    nodes[2].stop();
+    let out = quorum(&three)
+        .args(["-k", "busy", "--no-wait", "--", "true"])
+        .run();
+    out.assert_code(75).assert_stderr_contains("not waiting");
+    // One of the holder's nodes down instead, the free node up: the same.
+    nodes[2].restart();
+    nodes[1].stop();
+    let out = quorum(&three)
+        .args(["-k", "busy", "-t", "1s", "--no-wait", "--", "true"])
+        .run();
+    out.assert_code(75).assert_stderr_contains("not waiting");
+    assert_eq!(nodes[0].lock_value("busy"), Some(held));
+    wait_until(Duration::from_secs(5), "the free node to be empty", || {
+        nodes[2].dbsize() == 0
+    });
+    let_go(&dir, "holder");
+    holder.wait().assert_code(0);
+}
+
+/// A stale value of another holder on one node of three (with no TTL) neither blocks the
+/// lock nor is ever touched, though every renewal finds that node "not ours" and tries to
+/// take it back.
+#[test]
+fn another_holders_value_on_a_minority_is_left_alone() {
+    let _timing = timing_sensitive();
+    let nodes = start_nodes(3);
+    let stale = "{\"token\":\"00000000-0000-4000-8000-000000000000\",\"fence\":7}";
+    nodes[0].set(&format!("{PREFIX}stale"), stale);
+    let dir = TempDir::new("redlock-stale");
+    let holder = hold(
+        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        &dir,
+        "stale",
+        "job",
+    );
+    let calls = evalsha_calls(&nodes[1]);
+    wait_for_renewals(&nodes[1], calls, 4);
+    assert_eq!(nodes[0].lock_value("stale").as_deref(), Some(stale));
+    assert_eq!(nodes[0].pttl(&format!("{PREFIX}stale")), -1);
+    let_go(&dir, "job");
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
+    assert_eq!(nodes[0].lock_value("stale").as_deref(), Some(stale));
+    assert_empty(&[&nodes[1], &nodes[2]]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4-6. Nodes lost mid-run
+
+/// `kill` of `n` nodes SIGKILLed while a job holds the lock with a 1s lease: it keeps
+/// running through several renewals on the others and ends with its own status.
+#[track_caller]
+fn survives_a_minority_killed_mid_run(n: usize, kill: usize) {
+    let _timing = timing_sensitive();
+    let mut nodes = start_nodes(n);
+    let dir = TempDir::new("redlock-minority");
+    let holder = hold(
+        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        &dir,
+        "minority",
+        "job",
+    );
+    let token = dir.read("job.token");
+    for node in &mut nodes[..kill] {
+        node.stop();
+    }
+    let survivor = &nodes[n - 1];
+    // Each renewal extends a 1s lease by a full second: six of them span about two seconds,
+    // longer than any lease the job had when the nodes died.
+    wait_for_renewals(survivor, evalsha_calls(survivor), 6);
+    let up: Vec<&RedisServer> = nodes[kill..].iter().collect();
+    assert_held_on(&up, "minority", &token);
+    assert!(!dir.exists("job.term"), "the job was signalled");
+    let_go(&dir, "job");
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
+    assert_empty(&up);
+}
+
+#[test]
+fn one_of_three_masters_killed_mid_run_changes_nothing() {
+    survives_a_minority_killed_mid_run(3, 1);
+}
+
+#[test]
+fn two_of_five_masters_killed_mid_run_change_nothing() {
+    survives_a_minority_killed_mid_run(5, 2);
+}
+
+/// One of three nodes frozen (SIGSTOP) mid-run: it neither answers nor fails, so every
+/// request to it waits out `--redis-timeout` (5s). The lease is kept on the others through
+/// several renewals, and the job's end is not held up for that node either.
+#[test]
+fn a_master_frozen_mid_run_neither_loses_the_lock_nor_delays_the_exit() {
+    let _timing = timing_sensitive();
+    let nodes = start_nodes(3);
+    let dir = TempDir::new("redlock-frozen");
+    let holder = hold(
+        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        &dir,
+        "frozen",
+        "job",
+    );
+    let token = dir.read("job.token");
+    nodes[0].freeze();
+    wait_for_renewals(&nodes[2], evalsha_calls(&nodes[2]), 6);
+    assert_held_on(&[&nodes[1], &nodes[2]], "frozen", &token);
+    assert!(!dir.exists("job.term"), "the job was signalled");
+    let_go(&dir, "job");
+    let go = Instant::now();
+    let out = holder.wait();
+    let exit = go.elapsed();
+    eprintln!("frozen node: the wrapper exited {exit:.1?} after its job was let go");
+    out.assert_code(0).assert_stderr_lacks("lost");
+    assert!(
+        exit < Duration::from_secs(3),
+        "the exit waited {exit:?} for the frozen node"
+    );
+    assert_empty(&[&nodes[1], &nodes[2]]);
+    nodes[0].thaw();
+}
+
+/// Two of three nodes SIGKILLed mid-run: the lease cannot be confirmed, the job gets
+/// SIGTERM and the wrapper exits 76, saying the lock was lost.
+#[test]
+fn a_majority_killed_mid_run_loses_the_lock() {
+    let _timing = timing_sensitive();
+    let mut nodes = start_nodes(3);
+    let dir = TempDir::new("redlock-majority");
+    let holder = hold(
+        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        &dir,
+        "majority",
+        "job",
+    );
+    nodes[0].stop();
+    nodes[1].stop();
+    let killed = Instant::now();
+    let out = holder.wait_within(Duration::from_secs(15));
+    out.assert_code(76).assert_stderr_contains("lock lost");
+    assert!(dir.exists("job.term"), "the job was not sent SIGTERM");
+    eprintln!(
+        "majority lost: wrapper exited {:?} after the kill",
+        killed.elapsed()
+    );
+    // The third node's copy is released or expires by its TTL; it never outlives it.
+    wait_until(Duration::from_secs(5), "the survivor's key to go", || {
+        nodes[2].dbsize() == 0
+    });
+}
+
+/// One of three nodes restarted empty while the job runs: the other two confirm every
+/// renewal, so nothing is lost; the restarted node gets the key back, and keeps it (it is
+/// renewed there, not taken again and again).
+#[test]
+fn a_master_restarted_empty_gets_the_key_back() {
+    let _timing = timing_sensitive();
+    let mut nodes = start_nodes(3);
+    let dir = TempDir::new("redlock-restart");
+    let holder = hold(
+        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        &dir,
+        "restart",
+        "job",
+    );
+    let token = dir.read("job.token");
+    nodes[2].stop();
+    nodes[2].restart();
+    assert_eq!(nodes[2].dbsize(), 0, "restarted with data");
+    let restarted = Instant::now();
+    let mut back = None;
+    wait_until(
+        Duration::from_secs(15),
+        "the key back on the restarted node",
+        || {
+            back = nodes[2].lock_value("restart");
+            back.is_some()
+        },
+    );
+    let back = back.unwrap();
+    eprintln!(
+        "restart: the key was back {:?} after the restart",
+        restarted.elapsed()
+    );
+    assert_eq!(token_of(&back), token);
+    // Renewed there from now on: the same value (an acquisition would write a new fence)
+    // after more than a lease's worth of renewals.
+    wait_for_renewals(&nodes[2], evalsha_calls(&nodes[2]), 6);
+    assert_eq!(nodes[2].lock_value("restart"), Some(back));
+    assert_held_on(&nodes.iter().collect::<Vec<_>>(), "restart", &token);
+    assert!(!dir.exists("job.term"), "the job was signalled");
+    let_go(&dir, "job");
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
+    assert_empty(&nodes.iter().collect::<Vec<_>>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Fences
+
+/// A fence counter ahead on one node only (10 on A) is the one handed out (11), and is
+/// first written to the others; a later majority without A then still counts past it (12;
+/// without that write it would count from B's and C's own 1 to 2).
+///
+/// A's answer must be among the first majority to come back to be counted at all (the
+/// round ends as soon as a majority took the lock), so B and C are reached through a proxy
+/// that delays their replies.
+#[test]
+fn fences_only_grow_across_different_majorities() {
+    let mut nodes = start_nodes(3);
+    nodes[0].set(&fence_key("f"), "10");
+    let dir = TempDir::new("redlock-fence");
+    let slow: Vec<FaultProxy> = nodes[1..]
+        .iter()
+        .map(|node| {
+            let proxy = FaultProxy::start(node.port());
+            proxy.latency(Duration::ZERO, Duration::from_millis(200));
+            proxy
+        })
+        .collect();
+    let first = [nodes[0].url(), slow[0].url(), slow[1].url()];
+    let holder = hold(quorum(&first), &dir, "f", "first");
+    assert_eq!(fence_of(&dir, "first"), 11);
+    let_go(&dir, "first");
+    holder.wait().assert_code(0);
+    drop(slow);
+    assert_eq!(fence_counter(&nodes[0], "f"), 11);
+    for node in &nodes[1..] {
+        let counter = fence_counter(node, "f");
+        assert!(
+            counter >= 11,
+            "port {}: fence counter {counter}",
+            node.port()
+        );
+    }
+
+    nodes[0].stop();
+    let holder = hold(quorum(&urls(&nodes)), &dir, "f", "second");
+    assert_eq!(fence_of(&dir, "second"), 12);
+    let_go(&dir, "second");
+    holder.wait().assert_code(0);
+    assert_empty(&[&nodes[1], &nodes[2]]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Hand-over
+
+/// How a node of three is lost in [`handover`].
+#[derive(Clone, Copy, Debug)]
+enum Lost {
+    None,
+    BeforeTheStart,
+    WhileWaiting,
+    /// Frozen (SIGSTOP) before the start: it accepts connections and never answers.
+    Frozen,
+}
+
+/// A holder with a 120s lease and a waiter behind it on three nodes; `lost` says when one
+/// node is killed. Returns how long after the holder's job ended the waiter's job started.
+/// Without a notice the waiter would try again only when the holder's lease ran out.
+fn handover(lost: Lost) -> Duration {
+    let mut nodes = start_nodes(3);
+    match lost {
+        Lost::BeforeTheStart => nodes[0].stop(),
+        Lost::Frozen => nodes[0].freeze(),
+        Lost::None | Lost::WhileWaiting => {}
+    }
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-handover");
+    let holder_script = dir.script(
+        "holder",
+        &format!(
+            "touch '{ready}'\nwhile [ ! -e '{go}' ]; do sleep 0.01; done\ndate +%s.%N > '{end}'",
+            ready = dir.join("ready").display(),
+            go = dir.join("go").display(),
+            end = dir.join("holder_end").display()
+        ),
+    );
+    let waiter_script = dir.script(
+        "waiter",
+        &format!("date +%s.%N > '{}'", dir.join("waiter_start").display()),
+    );
+    let lock = ["-k", "handover", "-t", "120s", "--"];
+    let mut holder = quorum(&urls).args(lock).arg(holder_script).spawn();
+    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let waiter = quorum(&urls).args(lock).arg(waiter_script).spawn();
+    // The waiter listens on at least a majority of the nodes (it may skip a slow one).
+    let live = match lost {
+        Lost::BeforeTheStart | Lost::Frozen => &nodes[1..],
+        Lost::None | Lost::WhileWaiting => &nodes[..],
+    };
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        live.iter()
+            .filter(|node| !subscriber_ids(node).is_empty())
+            .count()
+            >= 2
+    });
+    if let Lost::WhileWaiting = lost {
+        let before: Vec<BTreeSet<String>> = nodes[1..].iter().map(subscriber_ids).collect();
+        nodes[0].stop();
+        // Its subscription to the killed node broke: it subscribes again to the others.
+        wait_until(
+            Duration::from_secs(15),
+            "the waiter to subscribe again",
+            || {
+                nodes[1..]
+                    .iter()
+                    .zip(&before)
+                    .all(|(node, old)| subscriber_ids(node).difference(old).next().is_some())
+            },
+        );
+    }
+    assert!(
+        !dir.exists("waiter_start"),
+        "the waiter ran while the lock was held"
+    );
+    release(&dir);
+    holder.wait().assert_code(0);
+    waiter.wait_within(Duration::from_secs(30)).assert_code(0);
+    let end = parse_epoch(&dir.read("holder_end"));
+    let start = parse_epoch(&dir.read("waiter_start"));
+    assert_empty(&nodes[1..].iter().collect::<Vec<_>>());
+    Duration::from_secs_f64((start - end).max(0.0))
+}
+
+/// The waiter starts within a generous bound of the holder's end: far sooner than the 80s
+/// it would wait without a release notice, with all nodes, with one down from the start,
+/// with one killed while it waits, and with one frozen (no answer, no error: a waiter that
+/// waited on it would start only after `--redis-timeout`, 5s).
+#[test]
+fn a_waiter_is_woken_by_the_release_notice_with_a_node_down() {
+    let _timing = timing_sensitive();
+    for lost in [
+        Lost::None,
+        Lost::BeforeTheStart,
+        Lost::WhileWaiting,
+        Lost::Frozen,
+    ] {
+        let delay = handover(lost);
+        eprintln!("redlock hand-over ({lost:?} lost): {delay:.1?}");
+        assert!(
+            delay < Duration::from_secs(3),
+            "waiter started {delay:?} after the holder's job ended ({lost:?} lost)"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Operators
+
+/// `status`, `list` and `release --force` over three nodes, one of which has a password:
+/// the quorum's verdict, then one line per node; with a node down, that node's line says
+/// why; with two down, no verdict (125). A forced release makes the holder lose the lock.
+#[test]
+fn status_list_and_release_show_every_node() {
+    let password = "quorum-secret-pw";
+    let mut nodes = vec![
+        RedisServer::start(),
+        RedisServer::start_with_password(password),
+        RedisServer::start(),
+    ];
+    let urls = urls(&nodes);
+    let shown: Vec<String> = nodes
+        .iter()
+        .map(|node| {
+            let port = node.port();
+            if node.url().contains(password) {
+                format!("redis://:***@127.0.0.1:{port}")
+            } else {
+                format!("redis://127.0.0.1:{port}")
+            }
+        })
+        .collect();
+    let dir = TempDir::new("redlock-status");
+
+    let out = admin(&urls, &["status", "-k", "st"]).run();
+    out.assert_code(1);
+    let text = out.stdout_str();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("redlock:st is free (on all 3 nodes)"));
+    for node in &shown {
+        assert_eq!(
+            lines.next(),
+            Some(format!("  {node}: free").as_str()),
+            "{text}"
+        );
+    }
+
+    let holder = hold(quorum(&urls).args(["-t", "3s"]), &dir, "st", "job");
+    let fence = fence_of(&dir, "job");
+    let token = dir.read("job.token");
+
+    let out = admin(&urls, &["status", "-k", "st"]).run();
+    out.assert_code(0).assert_not_leaked(password);
+    let text = out.stdout_str();
+    eprintln!("status over 3 nodes:\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    let who = format!("pid {} `{}`", holder.pid(), dir.join("job").display());
+    assert!(
+        lines[0].starts_with("redlock:st held by ")
+            && lines[0].contains(&who)
+            && lines[0].ends_with(&format!(", fence {fence} (on 3 of 3 nodes)")),
+        "{text}"
+    );
+    for (line, node) in lines[1..].iter().zip(&shown) {
+        assert!(
+            line.starts_with(&format!("  {node}: ")) && line.contains(&who),
+            "{text}"
+        );
+    }
+
+    let out = admin(&urls, &["status", "-k", "st", "--json"]).run();
+    out.assert_code(0);
+    let status = json_of(&out);
+    assert_eq!(status["held"], true, "{status}");
+    assert_eq!(
+        status["quorum"],
+        serde_json::json!({"nodes": 3, "majority": 2, "holding": 3})
+    );
+    assert_eq!(status["holders"][0]["token"], token.as_str(), "{status}");
+    let per_node = status["nodes"].as_array().expect("nodes is an array");
+    assert_eq!(per_node.len(), 3, "{status}");
+    for (entry, node) in per_node.iter().zip(&shown) {
+        assert_eq!(entry["redis"], node.as_str(), "{status}");
+        assert_eq!(entry["holders"][0]["token"], token.as_str(), "{status}");
+    }
+
+    // One node down: still held, on 2 of 3; that node cannot be read.
+    nodes[2].stop();
+    let out = admin(&urls, &["status", "-k", "st"]).run();
+    out.assert_code(0).assert_not_leaked(password);
+    let text = out.stdout_str();
+    eprintln!("status with a node down:\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].ends_with("(on 2 of 3 nodes)"), "{text}");
+    assert!(
+        lines[3].starts_with(&format!("  {}: cannot read: ", shown[2])),
+        "{text}"
+    );
+    let out = admin(&urls, &["status", "-k", "st", "--json"]).run();
+    out.assert_code(0);
+    let status = json_of(&out);
+    assert_eq!(status["quorum"]["holding"], 2, "{status}");
+    assert!(status["nodes"][2]["error"].is_string(), "{status}");
+
+    let out = admin(&urls, &["list"]).run();
+    out.assert_code(0)
+        .assert_stderr_contains(&format!("cannot list the locks on {}", shown[2]))
+        .assert_not_leaked(password);
+    let text = out.stdout_str();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("redlock:st held by ") && text.trim_end().ends_with("(on 2 of 3 nodes)"),
+        "{text}"
+    );
+    let out = admin(&urls, &["list", "--json"]).run();
+    out.assert_code(0);
+    let list = json_of(&out);
+    assert_eq!(list[0]["key"], "redlock:st", "{list}");
+    assert_eq!(list[0]["quorum"]["holding"], 2, "{list}");
+
+    // Release: refused without --force; with it, deleted on both nodes that answer, and the
+    // holder finds the lock gone at its next renewal.
+    let out = admin(&urls, &["release", "-k", "st"]).run();
+    out.assert_code(125).assert_stderr_contains("--force");
+    assert!(nodes[0].lock_value("st").is_some());
+    let out = admin(&urls, &["release", "-k", "st", "--force"]).run();
+    out.assert_code(0)
+        .assert_stderr_contains(&format!("not released on {}", shown[2]))
+        .assert_not_leaked(password);
+    let text = out.stdout_str();
+    for node in &shown[..2] {
+        assert!(
+            text.contains(&format!("released redlock:st on {node}, held by ")),
+            "{text}"
+        );
+    }
+    assert_empty(&[&nodes[0], &nodes[1]]);
+    let out = holder.wait_within(Duration::from_secs(15));
+    out.assert_code(76).assert_stderr_contains("lock lost");
+
+    let out = admin(&urls, &["status", "-k", "st"]).run();
+    out.assert_code(1);
+    assert!(
+        out.stdout_str()
+            .starts_with("redlock:st is free (on the 2 of 3 nodes that answered)"),
+        "{}",
+        out.stdout_str()
+    );
+    // Nothing to release is exit 1, as `status` said, though a node cannot be read.
+    for release in [
+        &["release", "-k", "st"][..],
+        &["release", "-k", "st", "--force"],
+    ] {
+        let out = admin(&urls, release).run();
+        out.assert_code(1)
+            .assert_stderr_contains(&format!("could not read {}", shown[2]));
+        assert_eq!(
+            out.stdout_str(),
+            "redlock:st is free on the 2 of 3 nodes that answered; nothing to release\n"
+        );
+    }
+
+    // Two down: too few answer to tell.
+    nodes[1].stop();
+    let out = admin(&urls, &["status", "-k", "st"]).run();
+    out.assert_code(125)
+        .assert_stderr_contains("too few Redis nodes answered");
+    assert!(
+        out.stdout_str()
+            .starts_with("redlock:st: cannot tell whether it is held"),
+        "{}",
+        out.stdout_str()
+    );
+    let out = admin(&urls, &["status", "-k", "st", "--json"]).run();
+    out.assert_code(125);
+    assert_eq!(json_of(&out)["held"], Value::Null);
+    admin(&urls, &["list"]).run().assert_code(125);
+}
+
+/// `--limit 2` and `--fair` need one deployment, and one server given twice is refused:
+/// exit 125, nothing run, nothing written.
+#[test]
+fn limit_fair_and_a_repeated_server_are_refused() {
+    let nodes = start_nodes(3);
+    let urls = urls(&nodes);
+    let twice = [urls[0].clone(), urls[1].clone(), urls[0].clone()];
+    for (wrapper, reason) in [
+        (
+            quorum(&urls).args(["--limit", "2"]),
+            "--limit needs a single",
+        ),
+        (quorum(&urls).arg("--fair"), "--fair needs a single"),
+        (quorum(&twice), "is given twice"),
+    ] {
+        wrapper
+            .args(["-k", "refused", "--", "true"])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains(reason);
+    }
+    for node in &nodes {
+        assert_eq!(
+            node.query::<Vec<String>>(&["KEYS", "*"]),
+            Vec::<String>::new()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. Cost
+
+/// The median time of `redlock-run -- true` over five nodes against one. Speed is judged by
+/// the benchmark; this only catches a quorum that waits on something it should not.
+#[test]
+fn five_masters_cost_little_more_than_one() {
+    const RUNS: usize = 20;
+    let _timing = timing_sensitive();
+    let nodes = start_nodes(5);
+    let five = urls(&nodes);
+    let one = &five[..1];
+    let (mut single, mut quorum_times) = (Vec::new(), Vec::new());
+    for _ in 0..RUNS {
+        for (urls, times) in [(one, &mut single), (&five[..], &mut quorum_times)] {
+            let out = quorum(urls).args(["-k", "cost", "--", "true"]).run();
+            out.assert_code(0);
+            times.push(out.elapsed);
+        }
+    }
+    let (single, quorum_median) = (median(single), median(quorum_times));
+    eprintln!(
+        "redlock cost: median of {RUNS} runs of `-- true`: 1 node {single:.1?}, \
+         5 nodes {quorum_median:.1?}"
+    );
+    assert!(
+        quorum_median < single * 10 + Duration::from_millis(50),
+        "5 nodes {quorum_median:?} against 1 node {single:?}"
+    );
+}
