@@ -34,9 +34,10 @@ use super::{
 use crate::config::RedisTarget;
 use crate::report;
 
-/// After a majority answered a release, how long the others get at least (twice the
-/// majority's time if that is longer).
-const RELEASE_STRAGGLER_WAIT: Duration = Duration::from_millis(10);
+/// Once a round is decided, how long the nodes that have not answered get at least (twice
+/// the round's time so far if that is longer): healthy nodes answer together, so this
+/// hears them all, while a node that is down or blackholed is not waited for.
+const STRAGGLER_WAIT: Duration = Duration::from_millis(10);
 
 pub struct Quorum {
     nodes: Vec<Node>,
@@ -294,6 +295,27 @@ impl Quorum {
         });
     }
 
+    /// After a round is decided: the answers of the `rest` nodes still silent, for as long
+    /// as `STRAGGLER_WAIT` allows.
+    fn hear_out(
+        &self,
+        round: u64,
+        rest: usize,
+        started: Instant,
+        deadline: Instant,
+        mut take: impl FnMut(usize, Answer),
+    ) {
+        if rest == 0 {
+            return;
+        }
+        let patience = (started.elapsed() * 2).max(STRAGGLER_WAIT);
+        let until = deadline.min(Instant::now() + patience);
+        self.collect(round, rest, until, |node, answer| {
+            take(node, answer);
+            false
+        });
+    }
+
     /// Notes a node's answer to the release after a failed attempt.
     fn confirm(&self, reply: &Reply) {
         let mut unconfirmed = self.unconfirmed.borrow_mut();
@@ -307,14 +329,19 @@ impl Quorum {
 
     /// Waits (up to its deadline) for the release after a failed attempt to be confirmed.
     fn finish_letting_go(&mut self) {
-        let Some(pending) = self.unconfirmed.borrow_mut().take() else {
+        let Some(mut pending) = self.unconfirmed.borrow_mut().take() else {
             return;
         };
+        // Only the nodes that took the key count: another node's quick failure must not
+        // stand in for one of theirs.
         self.collect(
             pending.round,
-            pending.nodes.len(),
+            self.nodes.len(),
             pending.deadline,
-            |_, _| false,
+            |node, _| {
+                pending.nodes.retain(|&waited| waited != node);
+                pending.nodes.is_empty()
+            },
         );
     }
 
@@ -413,6 +440,43 @@ impl ReleaseTally {
     }
 }
 
+/// The answers to one acquisition round.
+struct AcquireAnswers {
+    tally: Tally,
+    /// Each node that took the key, with its fence count.
+    counted: Vec<(usize, u64)>,
+    refusals: Refusals,
+}
+
+impl AcquireAnswers {
+    fn new(nodes: usize) -> AcquireAnswers {
+        AcquireAnswers {
+            tally: Tally::new(nodes),
+            counted: Vec::new(),
+            refusals: Refusals::default(),
+        }
+    }
+
+    /// Counts one answer; returns whether enough is known to stop listening.
+    fn take(&mut self, node: usize, answer: Answer) -> bool {
+        match answer {
+            Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
+                self.tally.yes.push(node);
+                self.counted.push((node, fence));
+            }
+            Answer::Acquire(Ok(Attempt::Busy {
+                holder, holder_ttl, ..
+            })) => {
+                self.tally.no.push(node);
+                self.refusals.seen.push((holder, holder_ttl));
+            }
+            Answer::Acquire(Err(err)) => self.tally.fail(node, &err),
+            _ => {}
+        }
+        self.tally.heard_enough()
+    }
+}
+
 /// What the nodes that refused an acquisition said: who holds them and for how long.
 #[derive(Debug, Default)]
 struct Refusals {
@@ -465,26 +529,23 @@ impl LockBackend for Quorum {
         let lease_end = started + self.ttl.saturating_sub(clock_drift(self.ttl));
         let deadline = (started + self.timeout).min(lease_end);
         let round = self.send(self.all(), || Work::Acquire { deadline });
-        let mut tally = Tally::new(self.nodes.len());
-        let mut counted = Vec::new();
-        let mut refusals = Refusals::default();
-        tally.timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
-            match answer {
-                Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
-                    tally.yes.push(node);
-                    counted.push((node, fence));
-                }
-                Answer::Acquire(Ok(Attempt::Busy {
-                    holder, holder_ttl, ..
-                })) => {
-                    tally.no.push(node);
-                    refusals.seen.push((holder, holder_ttl));
-                }
-                Answer::Acquire(Err(err)) => tally.fail(node, &err),
-                _ => {}
-            }
-            tally.heard_enough()
+        let mut heard = AcquireAnswers::new(self.nodes.len());
+        let timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
+            heard.take(node, answer)
         });
+        // The others, briefly: their fence counts (the fence handed out is the largest of
+        // all heard), and whether they took the key (a failed attempt waits for those
+        // nodes to let go before leaving).
+        let rest = self.nodes.len() - heard.tally.answered();
+        self.hear_out(round, rest, started, deadline, |node, answer| {
+            heard.take(node, answer);
+        });
+        let AcquireAnswers {
+            mut tally,
+            counted,
+            refusals,
+        } = heard;
+        tally.timed_out = timed_out;
 
         if tally.won() && Instant::now() < lease_end {
             match self.settle_fence(&counted, deadline) {
@@ -582,12 +643,9 @@ impl LockBackend for Quorum {
         self.collect(round, self.nodes.len(), deadline, |node, answer| {
             tally.take(&displays[node], answer) >= majority
         });
-        let patience = (started.elapsed() * 2).max(RELEASE_STRAGGLER_WAIT);
         let rest = self.nodes.len().saturating_sub(tally.answered);
-        let until = deadline.min(Instant::now() + patience);
-        self.collect(round, rest, until, |node, answer| {
+        self.hear_out(round, rest, started, deadline, |node, answer| {
             tally.take(&displays[node], answer);
-            false
         });
         let mut missed = tally.errors.clone();
         let silent = self.nodes.len().saturating_sub(tally.answered);
