@@ -117,19 +117,7 @@ fn waiter_is_woken_promptly_without_polling() {
     let dir = TempDir::new("handoff");
     // A long TTL keeps the holder from renewing during the test, so commands counted in the
     // quiet window are the waiter's.
-    let holder_script = dir.script(
-        "holder",
-        &format!(
-            "touch '{ready}'\nwhile [ ! -e '{go}' ]; do sleep 0.01; done\ndate +%s.%N > '{end}'",
-            ready = dir.join("ready").display(),
-            go = dir.join("go").display(),
-            end = dir.join("holder_end").display()
-        ),
-    );
-    let waiter_script = dir.script(
-        "waiter",
-        &format!("date +%s.%N > '{}'", dir.join("waiter_start").display()),
-    );
+    let (holder_script, waiter_script) = handover_scripts(&dir);
     let mut holder = server
         .cmd()
         .args(["-k", "handoff", "-t", "120s", "--"])
@@ -195,13 +183,11 @@ fn waiter_is_woken_promptly_without_polling() {
     release(&dir);
     holder.wait().assert_code(0);
     waiter.wait().assert_code(0);
-    let end = parse_epoch(&dir.read("holder_end"));
-    let start = parse_epoch(&dir.read("waiter_start"));
-    let delay = start - end;
-    eprintln!("hand-over delay: {:.1}ms", delay * 1000.0);
+    let delay = handover_delay(&dir);
+    eprintln!("hand-over delay: {delay:.1?}");
     assert!(
-        delay < 1.0,
-        "waiter started {delay:.3}s after the holder's job ended"
+        delay < Duration::from_secs(1),
+        "waiter started {delay:.3?} after the holder's job ended"
     );
     assert_eq!(server.dbsize(), 0);
 }

@@ -157,24 +157,12 @@ fn forty_contending_wrappers_count_exactly_and_never_overlap() {
     );
 
     let started = Instant::now();
-    let workers: Vec<_> = (0..WRAPPERS)
-        .map(|_| {
-            let (url, script) = (server.url(), script.clone());
-            thread::spawn(move || {
-                for _ in 0..ROUNDS {
-                    Wrapper::new(&url)
-                        .args(["-k", "counter", "--"])
-                        .arg(&script)
-                        .timeout(Duration::from_secs(120))
-                        .run()
-                        .assert_code(0);
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.join().expect("a worker thread failed");
-    }
+    let url = server.url();
+    run_in_parallel(WRAPPERS, ROUNDS, move || {
+        Wrapper::new(&url)
+            .args(["-k", "counter", "--"])
+            .arg(&script)
+    });
     let wall = started.elapsed();
 
     let checked = history.check();

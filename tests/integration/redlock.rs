@@ -13,7 +13,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::PathBuf;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -233,24 +232,10 @@ fn contending_wrappers_over_five_masters_never_overlap() {
     );
 
     let started = Instant::now();
-    let workers: Vec<_> = (0..WRAPPERS)
-        .map(|_| {
-            let (urls, script) = (urls.clone(), script.clone());
-            thread::spawn(move || {
-                for _ in 0..ROUNDS {
-                    quorum(&urls)
-                        .args(["-k", "counter", "--"])
-                        .arg(&script)
-                        .timeout(Duration::from_secs(120))
-                        .run()
-                        .assert_code(0);
-                }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.join().expect("a worker thread failed");
-    }
+    let every = urls.clone();
+    run_in_parallel(WRAPPERS, ROUNDS, move || {
+        quorum(&every).args(["-k", "counter", "--"]).arg(&script)
+    });
     eprintln!(
         "redlock contention: {WRAPPERS} wrappers x {ROUNDS} rounds over 5 nodes in {:.2?}",
         started.elapsed()
@@ -640,19 +625,7 @@ fn handover(lost: Lost) -> Duration {
     }
     let urls = urls(&nodes);
     let dir = TempDir::new("redlock-handover");
-    let holder_script = dir.script(
-        "holder",
-        &format!(
-            "touch '{ready}'\nwhile [ ! -e '{go}' ]; do sleep 0.01; done\ndate +%s.%N > '{end}'",
-            ready = dir.join("ready").display(),
-            go = dir.join("go").display(),
-            end = dir.join("holder_end").display()
-        ),
-    );
-    let waiter_script = dir.script(
-        "waiter",
-        &format!("date +%s.%N > '{}'", dir.join("waiter_start").display()),
-    );
+    let (holder_script, waiter_script) = handover_scripts(&dir);
     let lock = ["-k", "handover", "-t", "120s", "--"];
     let mut holder = quorum(&urls).args(lock).arg(holder_script).spawn();
     holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
@@ -690,10 +663,8 @@ fn handover(lost: Lost) -> Duration {
     release(&dir);
     holder.wait().assert_code(0);
     waiter.wait_within(Duration::from_secs(30)).assert_code(0);
-    let end = parse_epoch(&dir.read("holder_end"));
-    let start = parse_epoch(&dir.read("waiter_start"));
     assert_empty(&nodes[1..].iter().collect::<Vec<_>>());
-    Duration::from_secs_f64((start - end).max(0.0))
+    handover_delay(&dir)
 }
 
 /// The waiter starts within a generous bound of the holder's end: far sooner than the 80s

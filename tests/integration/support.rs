@@ -1233,6 +1233,60 @@ pub fn release(dir: &TempDir) {
     fs::write(dir.join("go"), "").unwrap();
 }
 
+/// Runs `workers` threads at once, each running `wrapper()` to completion `rounds` times
+/// and asserting exit 0 every time.
+pub fn run_in_parallel(
+    workers: usize,
+    rounds: usize,
+    wrapper: impl Fn() -> Wrapper + Send + Sync + 'static,
+) {
+    let wrapper = std::sync::Arc::new(wrapper);
+    let threads: Vec<_> = (0..workers)
+        .map(|_| {
+            let wrapper = std::sync::Arc::clone(&wrapper);
+            thread::spawn(move || {
+                for _ in 0..rounds {
+                    wrapper()
+                        .timeout(Duration::from_secs(120))
+                        .run()
+                        .assert_code(0);
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("a worker thread failed");
+    }
+}
+
+/// The two commands of a hand-over test, in `dir`: a holder that touches `ready`, holds
+/// until `go` appears (see [`release`]) and notes when it ends in `holder_end`; a waiter
+/// that notes when it starts in `waiter_start`. Returns (holder, waiter).
+pub fn handover_scripts(dir: &TempDir) -> (PathBuf, PathBuf) {
+    let holder = dir.script(
+        "holder",
+        &format!(
+            "touch '{ready}'\nwhile [ ! -e '{go}' ]; do sleep 0.01; done\ndate +%s.%N > '{end}'",
+            ready = dir.join("ready").display(),
+            go = dir.join("go").display(),
+            end = dir.join("holder_end").display()
+        ),
+    );
+    let waiter = dir.script(
+        "waiter",
+        &format!("date +%s.%N > '{}'", dir.join("waiter_start").display()),
+    );
+    (holder, waiter)
+}
+
+/// How long after the holder of [`handover_scripts`] ended the waiter started.
+#[track_caller]
+pub fn handover_delay(dir: &TempDir) -> Duration {
+    let end = parse_epoch(&dir.read("holder_end"));
+    let start = parse_epoch(&dir.read("waiter_start"));
+    Duration::from_secs_f64((start - end).max(0.0))
+}
+
 /// Seconds since the epoch as printed by `date +%s.%N` in a script.
 #[track_caller]
 pub fn parse_epoch(s: &str) -> f64 {
