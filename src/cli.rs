@@ -49,7 +49,9 @@ pub struct Cli {
 /// Where the locks live; shared by every form of the command.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db
+    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db;
+    /// redis+sentinel://HOST[:PORT],…/MASTER[/db] for the master that Sentinels name;
+    /// redis+cluster://HOST[:PORT],… for a Redis Cluster
     #[arg(
         short,
         long,

@@ -23,6 +23,7 @@
 //! application's hash) is never renewed or deleted. Waiters listen on
 //! `redlock-run:released:K`.
 
+pub mod endpoint;
 pub mod inspect;
 pub mod single;
 
