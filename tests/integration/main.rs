@@ -1,7 +1,9 @@
 //! The integration suite: one test binary, one module per theme. Every test starts its own
 //! `redis-server` (see `support`), so tests run in parallel and never skip.
 
+mod cluster;
 mod completions;
+mod deployments;
 mod errors;
 mod exclusion;
 mod exit_codes;
@@ -10,6 +12,7 @@ mod history;
 mod lease;
 mod operators;
 mod proxy;
+mod sentinel;
 mod signals;
 mod support;
 mod terminal;
