@@ -50,8 +50,8 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct Connection {
     /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db;
-    /// redis+sentinel://HOST[:PORT],…/MASTER[/db] for the master that Sentinels name;
-    /// redis+cluster://HOST[:PORT],… for a Redis Cluster
+    /// redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name;
+    /// redis+cluster://HOST:PORT,… for a Redis Cluster
     #[arg(
         short,
         long,
