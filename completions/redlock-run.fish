@@ -25,7 +25,7 @@ function __fish_redlock_run_using_subcommand
 end
 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s k -l key -d 'Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)' -r
@@ -48,18 +48,18 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'List
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'Remove a stuck lock, saying whose it was; its holder\'s command is then terminated at the holder\'s next renewal'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Lock name' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of a line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'Print a JSON array instead of lines'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s k -l key -d 'Lock name' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l force -d 'Required: releasing someone else\'s lock lets a second holder in'

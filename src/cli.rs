@@ -49,9 +49,10 @@ pub struct Cli {
 /// Where the locks live; shared by every form of the command.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db.
-    /// Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over
-    /// independent masters; 3 or 5 are usual
+    /// Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db;
+    /// redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name;
+    /// redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs
+    /// in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual
     #[arg(
         short,
         long,

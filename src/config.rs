@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
+use crate::backend::endpoint::Endpoint;
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 
 /// Longest lock name accepted, in bytes (the Redis key is the prefix plus this).
@@ -322,30 +323,40 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     })
 }
 
-/// Checks the URL; returns where it leads (address and database), to spot a server given
-/// twice.
+/// Checks the URL; returns where it leads (address and database, or a Sentinel set's or
+/// cluster's URL), to spot a server given twice.
 fn check_redis_url(target: &RedisTarget) -> Result<String> {
     use redis::IntoConnectionInfo;
-    let supported = ["redis://", "rediss://", "redis+unix://", "unix://"];
+    let supported = [
+        "redis://",
+        "rediss://",
+        "redis+unix://",
+        "unix://",
+        "redis+sentinel://",
+        "rediss+sentinel://",
+        "redis+cluster://",
+        "rediss+cluster://",
+    ];
     if !supported
         .iter()
         .any(|scheme| target.url.starts_with(scheme))
     {
         bail!(
-            "invalid --redis URL {}: it must start with redis://, rediss:// or redis+unix://",
+            "invalid --redis URL {}: it must start with redis://, rediss://, redis+unix://, \
+             redis+sentinel:// or redis+cluster://",
             target.display
         );
     }
-    target
-        .url
-        .as_str()
-        .into_connection_info()
-        .map(|info| format!("{}/{}", info.addr(), info.redis_settings().db()))
-        .map_err(|err| anyhow::anyhow!("invalid --redis URL {}: {}", target.display, err))
+    Endpoint::new(&target.url, &target.display)
+        .map_err(|err| anyhow::anyhow!("invalid --redis URL {}: {}", target.display, err))?;
+    Ok(match target.url.as_str().into_connection_info() {
+        Ok(info) => format!("{}/{}", info.addr(), info.redis_settings().db()),
+        Err(_) => target.display.clone(),
+    })
 }
 
-/// The URL with any password replaced by `***`: in `user:password@` and in a `pass=` query
-/// parameter (the unix-socket form). Works on text, so it also covers URLs that fail to parse.
+/// The URL with any password replaced by `***`: in `user:password@` and in a `pass=`,
+/// `password=` or `sentinel_password=` query parameter (the unix-socket and Sentinel forms). Works on text, so it also covers URLs that fail to parse.
 /// The user part runs to the *last* `@`: a password may hold `/`, `?`, `#` or `@` unescaped.
 pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.split_once("://") {
@@ -370,7 +381,9 @@ pub fn redact_url(url: &str) -> String {
             let params: Vec<String> = query
                 .split('&')
                 .map(|param| match param.split_once('=') {
-                    Some((name, _)) if name == "pass" || name == "password" => {
+                    Some((name, _))
+                        if matches!(name, "pass" | "password" | "sentinel_password") =>
+                    {
                         format!("{name}=***")
                     }
                     _ => param.to_string(),
@@ -436,6 +449,48 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+        assert_eq!(
+            redact_url("redis+sentinel://:pw@s1:26379,s2/mymaster/1?sentinel_password=spw"),
+            "redis+sentinel://:***@s1:26379,s2/mymaster/1?sentinel_password=***"
+        );
+        assert_eq!(
+            redact_url("redis+sentinel://s1,s2/m?sentinel_username=u&sentinel_password=s/p"),
+            "redis+sentinel://s1,s2/m?sentinel_username=u&sentinel_password=***"
+        );
+        assert_eq!(
+            redact_url("rediss+cluster://app:p@ss/w?rd@h1:7000,h2:7001"),
+            "rediss+cluster://app:***@h1:7000,h2:7001"
+        );
+    }
+
+    #[test]
+    fn sentinel_and_cluster_urls() {
+        for good in [
+            "redis+sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster",
+            "redis+sentinel://:pw@s1/mymaster/2?sentinel_password=x",
+            "rediss+sentinel://s1,s2,s3/mymaster",
+            "redis+cluster://127.0.0.1:7000",
+            "rediss+cluster://user:pw@h1:7000,h2:7001,[::1]:7002",
+        ] {
+            assert!(
+                config(&["-k", "j", "-r", good, "--", "true"]).is_ok(),
+                "refused {good}"
+            );
+        }
+        for bad in [
+            "redis+sentinel://s1:26379",
+            "redis+sentinel://s1:port/m",
+            "redis+sentinel://s1/m?db=2",
+            "redis+cluster://h1/3",
+            "redis+cluster://h1,,h2",
+            "redis+replica://h1",
+        ] {
+            let err = config(&["-k", "j", "-r", bad, "--", "true"]).unwrap_err();
+            assert!(
+                format!("{err:#}").starts_with("invalid --redis URL"),
+                "{bad}: {err:#}"
+            );
+        }
     }
 
     #[test]

@@ -98,25 +98,31 @@ fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {
     }))
 }
 
+/// The keys that match `pattern` on every server that holds keys: in a cluster, each
+/// master has its own share, and SCAN on one sees only that.
 fn scan(link: &mut Link, pattern: &str) -> Result<Vec<String>> {
     let mut found = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = link.call(None, |session| {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(SCAN_BATCH);
-            session.query(&scan)
-        })?;
-        found.extend(keys);
-        if next == 0 {
-            return Ok(found);
+    for master in link.masters()? {
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) =
+                link.call_on(Some(&master), None, |session| {
+                    let mut scan = redis::cmd("SCAN");
+                    scan.arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(SCAN_BATCH);
+                    session.query(&scan)
+                })?;
+            found.extend(keys);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        cursor = next;
     }
+    Ok(found)
 }
 
 /// `text` with the glob characters SCAN MATCH knows escaped.

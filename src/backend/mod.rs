@@ -23,6 +23,7 @@
 //! application's hash) is never renewed or deleted. Waiters listen on
 //! `redlock-run:released:K`; each message is the releasing holder's identity.
 
+pub mod endpoint;
 pub mod inspect;
 pub mod quorum;
 pub mod single;

@@ -4,6 +4,11 @@
 //!
 //! Every failure drops the connection it happened on (a timed-out reply may still arrive and
 //! would be read as the answer to the next command); the next call reconnects.
+//!
+//! "One server" may be the master that Sentinels name or, in a Redis Cluster, the master of
+//! the lock's hash slot: `endpoint.rs` finds it; here a `MOVED` or `ASK` is followed. On
+//! such a master with replicas, an acquisition waits (`WAIT 1`, briefly) for a replica to
+//! have it, so that a failover right after it is unlikely to lose the key and the fence.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -12,15 +17,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use redis::{
-    Client, Cmd, Connection, ErrorKind, FromRedisValue, IntoConnectionInfo, RedisError, Script,
-    ServerErrorKind,
+    Cmd, Connection, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
 };
 
+use super::endpoint::{Endpoint, Target};
 use super::{
     is_transient, limit_key, sibling_key, Attempt, BackendError, LockBackend, LockRequest, Notice,
     NoticeSink, Released, Renewal, Subscription,
 };
 use crate::config::RedisTarget;
+use crate::report;
 
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
@@ -56,6 +62,10 @@ const ALL_SCRIPTS: [&str; 7] = [
 /// checks a flag: no Redis command is sent.
 const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 
+/// How many `MOVED`/`ASK` redirections one command follows: a slot moves once per
+/// resharding step, so more means the cluster is in flux, and the caller retries later.
+const MAX_REDIRECTS: usize = 5;
+
 pub struct SingleRedis {
     link: Link,
     lock: LockRequest,
@@ -64,35 +74,46 @@ pub struct SingleRedis {
     held: Option<String>,
 }
 
-/// The connection to the server, made on demand and dropped after any failure.
+/// The connections to the server (or the cluster's masters), made on demand and dropped
+/// after any failure.
 pub struct Link {
-    client: Client,
+    endpoint: Endpoint,
     display: String,
     timeout: Duration,
-    connection: Option<Connection>,
     /// Whether the last call got as far as sending a command (it may have taken effect).
     sent: bool,
 }
 
-/// One call's use of the connection: every command it sends gets the time left before the
+/// One call's use of the connections: every command it sends gets the time left before the
 /// call's deadline (or the configured timeout, if sooner) for its write and its read, and the
 /// moment the last command was sent is kept, since a lease starts no earlier than that.
 pub struct Session<'a> {
-    connection: &'a mut Connection,
+    endpoint: &'a mut Endpoint,
+    /// Where a command that names no key goes: the node the call was made for, or else the
+    /// one the last command went to (so `WAIT` follows the write it waits for).
+    node: Option<String>,
     deadline: Option<Instant>,
     timeout: Duration,
-    display: &'a str,
     /// When the last command left this machine.
     pub sent_at: Option<Instant>,
+    /// How many replicas the master the last command went to had when connected; `None`
+    /// when not known (a plain server is not asked).
+    pub replicas: Option<usize>,
+    /// A reply may still be on its way although the call succeeded: drop the connections.
+    spoiled: bool,
 }
 
 impl Session<'_> {
     /// Sends `command` and reads its reply.
     pub fn query<T: FromRedisValue>(&mut self, command: &Cmd) -> Result<T> {
-        self.arm()?;
-        command
-            .query(self.connection)
-            .map_err(|err| describe_error(err, self.display))
+        let reply = self.send(None, |connection, asking| {
+            if !asking {
+                return command.query(connection);
+            }
+            let (reply,): (T,) = with_asking(command).query(connection)?;
+            Ok(reply)
+        })?;
+        reply.map_err(|(err, node)| describe_error(err, &node))
     }
 
     /// Runs `script` by SHA. A server that does not have it gets every script loaded and
@@ -109,32 +130,101 @@ impl Session<'_> {
             .arg(keys.len())
             .arg(keys)
             .arg(args);
-        self.arm()?;
-        match evalsha.query(self.connection) {
-            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
-            other => return other.map_err(|err| describe_error(err, self.display)),
+        // Every key of one lock shares a hash slot: the first one routes the script.
+        let key = keys.first().copied();
+        let run = |connection: &mut Connection, asking: bool| {
+            if !asking {
+                return evalsha.query(connection);
+            }
+            let (reply,): (T,) = with_asking(&evalsha).query(connection)?;
+            Ok(reply)
+        };
+        match self.send(key, run)? {
+            Err((err, _)) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
+            other => return other.map_err(|(err, node)| describe_error(err, &node)),
         }
-        let mut load_and_run = redis::pipe();
-        for source in ALL_SCRIPTS {
-            load_and_run.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
-        }
-        load_and_run.add_command(evalsha);
-        self.arm()?;
-        let (reply,): (T,) = load_and_run
-            .query(self.connection)
-            .map_err(|err| describe_error(err, self.display))?;
+        let load_and_run = |connection: &mut Connection, asking: bool| {
+            let mut pipe = redis::pipe();
+            for source in ALL_SCRIPTS {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+            }
+            if asking {
+                pipe.cmd("ASKING").ignore();
+            }
+            pipe.add_command(evalsha.clone()).query(connection)
+        };
+        let reply = self.send(key, load_and_run)?;
+        let (reply,): (T,) = reply.map_err(|(err, node)| describe_error(err, &node))?;
         Ok(reply)
     }
 
-    /// Sets the timeouts for the next command and notes when it leaves.
-    fn arm(&mut self) -> Result<()> {
-        let limit = time_left(self.timeout, self.deadline)?;
-        self.connection
-            .set_read_timeout(Some(limit))
-            .and_then(|()| self.connection.set_write_timeout(Some(limit)))
-            .map_err(|err| describe_error(err, self.display))?;
-        self.sent_at = Some(Instant::now());
-        Ok(())
+    /// The connections are not to be used again after this call, although it succeeded.
+    pub fn spoil(&mut self) {
+        self.spoiled = true;
+    }
+
+    /// Runs `command` on the server for `key` (or, without one, the session's node),
+    /// following cluster redirections; after an `ASK`, `command` is told to send `ASKING`
+    /// right before its keyed command (the flag lasts one command). The outer error is a
+    /// failure to reach a server, already described; the inner one is the command's own,
+    /// with the server's name.
+    fn send<T>(
+        &mut self,
+        key: Option<&str>,
+        mut command: impl FnMut(&mut Connection, bool) -> RedisResult<T>,
+    ) -> Result<std::result::Result<T, (RedisError, String)>> {
+        let mut redirect: Option<(String, bool)> = None;
+        for _ in 0..=MAX_REDIRECTS {
+            let limit = time_left(self.timeout, self.deadline)?;
+            let target = match (&redirect, key, &self.node) {
+                (Some((address, _)), _, _) => Target::Node(address),
+                (None, Some(key), _) => Target::Key(key),
+                (None, None, Some(node)) => Target::Node(node),
+                (None, None, None) => Target::Any,
+            };
+            let (address, node) = self.endpoint.node(target, Instant::now() + limit)?;
+            let node_replicas = node.replicas;
+            let connection = &mut node.connection;
+            // Connecting took some of the time.
+            let limit = time_left(self.timeout, self.deadline)?;
+            let armed = connection
+                .set_read_timeout(Some(limit))
+                .and_then(|()| connection.set_write_timeout(Some(limit)));
+            let asking = matches!(redirect, Some((_, true)));
+            self.sent_at = Some(Instant::now());
+            let result = armed.and_then(|()| command(connection, asking));
+            self.node = Some(address.clone());
+            self.replicas = node_replicas;
+            let err = match result {
+                Ok(reply) => return Ok(Ok(reply)),
+                Err(err) => err,
+            };
+            let redirected = match err.kind() {
+                ErrorKind::Server(ServerErrorKind::Moved) => Some(false),
+                ErrorKind::Server(ServerErrorKind::Ask) => Some(true),
+                _ => None,
+            };
+            match (redirected, err.redirect_node()) {
+                (Some(asking), Some((to, _slot))) if self.endpoint.is_cluster() => {
+                    if !asking {
+                        self.endpoint.moved();
+                    }
+                    redirect = Some((to.to_string(), asking));
+                }
+                _ => return Ok(Err((err, self.endpoint.describe_node(&address)))),
+            }
+        }
+        Err(anyhow::Error::new(BackendError {
+            message: format!(
+                "{} redirected a command more than {MAX_REDIRECTS} times (slots are moving)",
+                self.display()
+            ),
+            transient: true,
+        }))
+    }
+
+    fn display(&self) -> String {
+        self.endpoint.describe_node("")
     }
 }
 
@@ -183,11 +273,18 @@ impl SingleRedis {
         // a fresh connection. The script recognises our own value and counts it as acquired.
         // A failure to connect sent nothing, and is not retried here.
         let mut retried = false;
+        let replica_wait = (self.lock.ttl / 10).min(self.link.timeout / 2);
+        let key = self.lock.key.as_str();
         loop {
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(deadline, |session| {
-                    let reply = session.eval(&ACQUIRE, &keys, &args)?;
-                    Ok((reply, session.sent_at.unwrap_or_else(Instant::now)))
+                    let reply: (i64, i64, redis::Value, u32) =
+                        session.eval(&ACQUIRE, &keys, &args)?;
+                    let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                    if reply.0 == 1 {
+                        confirm_replicated(session, replica_wait, key);
+                    }
+                    Ok((reply, sent_at))
                 });
             match reply {
                 Ok(((1, slot, fence, _), sent_at)) => {
@@ -246,27 +343,16 @@ impl SingleRedis {
 impl Link {
     /// Prepares the client; connects on first use.
     pub fn new(target: &RedisTarget, timeout: Duration) -> Result<Link> {
-        if target.url.starts_with("rediss://") {
+        if target.url.starts_with("rediss") {
             // rustls wants one process-wide crypto provider; only TLS runs pay for it.
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
-        let info = target
-            .url
-            .as_str()
-            .into_connection_info()
-            .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
-        // Requests are small and each waits for its reply: Nagle's delay would only add
-        // latency. CLIENT SETINFO would add a command to every connection for no use of ours.
-        let nodelay = info.tcp_settings().clone().set_nodelay(true);
-        let settings = info.redis_settings().clone().set_skip_set_lib_name();
-        let info = info.set_tcp_settings(nodelay).set_redis_settings(settings);
-        let client = Client::open(info)
+        let endpoint = Endpoint::new(&target.url, &target.display)
             .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
         Ok(Link {
-            client,
+            endpoint,
             display: target.display.clone(),
             timeout,
-            connection: None,
             sent: false,
         })
     }
@@ -283,26 +369,41 @@ impl Link {
         deadline: Option<Instant>,
         commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
     ) -> Result<T> {
+        self.call_on(None, deadline, commands)
+    }
+
+    /// Like `call`, but commands that name no key go to `node`, one of `masters()`.
+    pub fn call_on<T>(
+        &mut self,
+        node: Option<&str>,
+        deadline: Option<Instant>,
+        commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
+    ) -> Result<T> {
         self.sent = false;
-        let limit = time_left(self.timeout, deadline)?;
-        let mut connection = match self.connection.take() {
-            Some(connection) => connection,
-            None => connect(&self.client, &self.display, limit)?,
-        };
+        time_left(self.timeout, deadline)?;
         let mut session = Session {
-            connection: &mut connection,
+            endpoint: &mut self.endpoint,
+            node: node.map(str::to_string),
             deadline,
             timeout: self.timeout,
-            display: &self.display,
             sent_at: None,
+            replicas: None,
+            spoiled: false,
         };
         let result = commands(&mut session);
         self.sent = session.sent_at.is_some();
-        // After a failure the connection may hold a late reply: it is not used again.
-        if result.is_ok() {
-            self.connection = Some(connection);
+        // After a failure a connection may hold a late reply, or lead to a server that is no
+        // longer the master: none is used again.
+        if result.is_err() || session.spoiled {
+            self.endpoint.disconnect();
         }
         result
+    }
+
+    /// Every server that holds keys, for `call_on`: one, or each master of a cluster.
+    pub fn masters(&mut self) -> Result<Vec<String>> {
+        let until = Instant::now() + self.timeout;
+        self.endpoint.masters(until)
     }
 }
 
@@ -366,8 +467,10 @@ impl LockBackend for SingleRedis {
     }
 
     fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
-        let link = &self.link;
-        let mut connection = connect(&link.client, &link.display, link.timeout)?;
+        let link = &mut self.link;
+        let until = Instant::now() + link.timeout;
+        // In a cluster, a PUBLISH reaches every node; the lock's own master is as good as any.
+        let mut connection = link.endpoint.open_for(&self.lock.key, until)?;
         let channel = self.lock.release_channel();
         let display = link.display.clone();
         let timeout = link.timeout;
@@ -404,6 +507,48 @@ impl LockBackend for SingleRedis {
     }
 }
 
+/// `command` preceded by `ASKING`, whose reply is dropped.
+fn with_asking(command: &Cmd) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.cmd("ASKING").ignore().add_command(command.clone());
+    pipe
+}
+
+/// After taking the lock on a master that has replicas (Sentinel, Cluster), waits up to
+/// `wait` for one of them to confirm the write. Replication is asynchronous: a failover to a
+/// replica that never saw the lock loses it (and the fence number), and a second holder can
+/// take it before this one's next renewal finds it gone. Waiting makes that unlikely; it
+/// cannot rule it out, and a master without a replica in time is only reported: refusing to
+/// run would turn a degraded replica into an outage of every job.
+fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &str) {
+    match session.replicas {
+        None => return,
+        Some(0) => {
+            report::verbose(format_args!(
+                "the master has no replica: a failover now would lose {key}"
+            ));
+            return;
+        }
+        Some(_) => {}
+    }
+    let mut command = redis::cmd("WAIT");
+    command.arg(1).arg(wait.as_millis().max(1) as u64);
+    match session.query::<i64>(&command) {
+        Ok(0) => report::warn(format_args!(
+            "no replica confirmed {key} within {}; if the master fails over now, the lock \
+             may be lost",
+            report::duration(wait)
+        )),
+        Ok(_) => {}
+        Err(err) => {
+            session.spoil();
+            report::warn(format_args!(
+                "cannot confirm that a replica has {key}: {err:#}"
+            ));
+        }
+    }
+}
+
 /// Passes each message on the subscription on as `Notice::Released` until the subscription
 /// is dropped or the connection breaks.
 fn listen(
@@ -433,12 +578,6 @@ fn listen(
     }
 }
 
-fn connect(client: &Client, display: &str, limit: Duration) -> Result<Connection> {
-    client
-        .get_connection_with_timeout(limit)
-        .map_err(|err| describe_error(err, display))
-}
-
 /// How long the next read or write may take: the configured timeout, or less if the
 /// deadline is sooner. An error once the deadline has passed.
 fn time_left(timeout: Duration, deadline: Option<Instant>) -> Result<Duration> {
@@ -453,7 +592,7 @@ fn time_left(timeout: Duration, deadline: Option<Instant>) -> Result<Duration> {
 }
 
 /// Turns a Redis error into one line that says what failed and where, never with a password.
-fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
+pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
     let message = match err.kind() {
         ErrorKind::AuthenticationFailed => format!("authentication failed at {display}: {err}"),
         ErrorKind::Server(_) if is_auth_error(&err) => {
@@ -465,12 +604,25 @@ fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
         // The OS says "Resource temporarily unavailable" for a read that timed out.
         ErrorKind::Io if err.is_timeout() => format!("no answer in time from {display}"),
         ErrorKind::Io => format!("connection to {display} failed: {err}"),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
+            format!("{display} is a Redis Cluster node ({err}): use a redis+cluster:// URL")
+        }
         ErrorKind::Server(_) => format!("{display} answered with an error: {err}"),
         _ => format!("request to {display} failed: {err}"),
     };
+    // READONLY: the server was the master and is a replica now (a failover); the others: it
+    // is starting, cut off from its master, or its cluster is re-forming. Another try, on a
+    // new connection, may find the right server.
+    let failing_over = matches!(
+        err.code(),
+        Some("READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
+    );
     anyhow::Error::new(BackendError {
         message,
-        transient: err.is_io_error() || err.is_timeout() || err.is_connection_dropped(),
+        transient: err.is_io_error()
+            || err.is_timeout()
+            || err.is_connection_dropped()
+            || failing_over,
     })
 }
 

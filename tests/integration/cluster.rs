@@ -1,0 +1,224 @@
+//! `redis+cluster://`: three masters made with `redis-cli --cluster create` (see
+//! `deployments`), reached through a URL that names only the first. Locks on keys in
+//! different slots land on their own masters; `status`, `list` and `release` see all of
+//! them; semaphores, fences and release wake-ups work; a slot moved while a lock is held is
+//! followed through `ASK` and `MOVED`.
+
+use std::time::Duration;
+
+use crate::deployments::{Cluster, SETTLE};
+use crate::support::*;
+
+/// Starts a holder (run with `args`, which name the lock) whose job writes its fence to
+/// `{name}.fence` and holds until `go` or `{name}.go` appears.
+fn start_holder(cluster: &Cluster, dir: &TempDir, name: &str, args: &[&str]) -> Running {
+    let body = format!(
+        "echo \"$REDLOCK_FENCE\" > '{fence}'\ntouch '{ready}'\n\
+         while [ ! -e '{go}' ] && [ ! -e '{own_go}' ]; do sleep 0.01; done",
+        fence = dir.join(&format!("{name}.fence")).display(),
+        ready = dir.join(&format!("{name}.ready")).display(),
+        go = dir.join("go").display(),
+        own_go = dir.join(&format!("{name}.go")).display(),
+    );
+    let script = dir.script(name, &body);
+    let mut holder = cluster.cmd().args(args).arg("--").arg(script).spawn();
+    holder.wait_for_file(&dir.join(&format!("{name}.ready")), Duration::from_secs(15));
+    holder
+}
+
+fn fence_of(dir: &TempDir, name: &str) -> u64 {
+    dir.read(&format!("{name}.fence")).parse().expect("a fence")
+}
+
+#[test]
+fn locks_on_every_master_are_held_listed_and_released() {
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-every");
+    let names = cluster.names_on_each_node();
+    let holders: Vec<Running> = names
+        .iter()
+        .map(|name| {
+            start_holder(
+                &cluster,
+                &dir,
+                name,
+                &["-k", name, "--renew-every", "200ms"],
+            )
+        })
+        .collect();
+    for (node, name) in names.iter().enumerate() {
+        let key = format!("redlock:{name}");
+        assert_eq!(cluster.owner_of(&key), node);
+        let value = cluster.get(&key).expect("the lock is on its master");
+        assert!(value.starts_with("{\"token\":\""), "{value}");
+        // The fence counter shares the lock's slot, so one script can touch both.
+        assert!(cluster.nodes[node].query::<bool>(&["EXISTS", &format!("{{{key}}}:fence")]));
+    }
+
+    // `list` reads every master, not only the one the URL names.
+    let out = cluster.cmd().args(["list", "--json"]).run();
+    out.assert_code(0);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut keys: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| lock["key"].as_str().unwrap())
+        .collect();
+    keys.sort();
+    let mut expected: Vec<String> = names.iter().map(|n| format!("redlock:{n}")).collect();
+    expected.sort();
+    assert_eq!(keys, expected);
+
+    // A lock on a master the URL does not name: status reads it, release --force removes
+    // it, and its holder learns at its next renewal.
+    let far = &names[2];
+    let out = cluster.cmd().args(["status", "-k", far]).run();
+    out.assert_code(0);
+    assert!(out.stdout_str().contains(&format!("redlock:{far} held by")));
+    cluster
+        .cmd()
+        .args(["release", "-k", far, "--force"])
+        .run()
+        .assert_code(0);
+
+    let mut holders = holders;
+    let far_holder = holders.pop().unwrap();
+    far_holder
+        .wait()
+        .assert_code(76)
+        .assert_stderr_contains("lost");
+
+    std::fs::write(dir.join("go"), "").unwrap();
+    for holder in holders {
+        holder.wait().assert_code(0);
+    }
+    // Only the fence counters are left.
+    let left = cluster.keys();
+    assert!(left.iter().all(|key| key.ends_with("}:fence")), "{left:?}");
+}
+
+#[test]
+fn semaphores_fences_and_wakeups_work_across_the_cluster() {
+    let _timing = timing_sensitive();
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-limit");
+    let limit = ["-k", "pool", "--limit", "2", "--ttl", "30s"];
+    let a = start_holder(&cluster, &dir, "a", &limit);
+    let b = start_holder(&cluster, &dir, "b", &limit);
+    // Both slots are taken: a third is turned away.
+    cluster
+        .cmd()
+        .args(limit)
+        .args(["--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+
+    // A waiter is woken by the release notice, long before the 30s lease would run out.
+    let body = format!(
+        "echo \"$REDLOCK_FENCE\" > '{}'",
+        dir.join("c.fence").display()
+    );
+    let waiter = cluster
+        .cmd()
+        .args(limit)
+        .args(["--wait", "25s", "--", "sh", "-c", &body])
+        .spawn();
+    wait_until(SETTLE, "the waiter to subscribe", || {
+        cluster.nodes.iter().any(|node| {
+            node.query::<Vec<String>>(&["PUBSUB", "CHANNELS", "redlock-run:released:*"])
+                .len()
+                == 1
+        })
+    });
+    std::fs::write(dir.join("a.go"), "").unwrap();
+    a.wait().assert_code(0);
+    let out = waiter.wait();
+    out.assert_code(0);
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "the waiter was not woken by the release: {:?}",
+        out.elapsed
+    );
+    let fences = [
+        fence_of(&dir, "a"),
+        fence_of(&dir, "b"),
+        fence_of(&dir, "c"),
+    ];
+    assert!(
+        fences[0] < fences[1] && fences[1] < fences[2],
+        "fences in acquisition order: {fences:?}"
+    );
+
+    std::fs::write(dir.join("go"), "").unwrap();
+    b.wait().assert_code(0);
+    // `-k pool` with the default prefix: the lock, its slots and its limit are all gone.
+    let left = cluster.keys();
+    assert_eq!(left, ["{redlock:pool}:fence"], "{left:?}");
+}
+
+#[test]
+fn a_slot_moved_while_held_is_followed_through_ask_and_moved() {
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-move");
+    let key = "redlock:moving";
+    let fence = "{redlock:moving}:fence";
+    let args = ["-k", "moving", "--renew-every", "100ms"];
+    let holder = start_holder(&cluster, &dir, "moving", &args);
+    let from = cluster.owner_of(key);
+    let to = (from + 1) % cluster.nodes.len();
+    let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
+    let slot = slot.to_string();
+    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+
+    // Mid-migration: the keys are already on the target, the slot still the source's. The
+    // source answers ASK; the holder must send ASKING to the target with its renewal.
+    target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+    source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+    let port = target.port().to_string();
+    source.query::<String>(&[
+        "MIGRATE",
+        "127.0.0.1",
+        &port,
+        "",
+        "0",
+        "5000",
+        "KEYS",
+        key,
+        fence,
+    ]);
+    let asked = target.calls("asking");
+    wait_until(SETTLE, "a renewal through ASK", || {
+        target.calls("asking") > asked && target.calls("evalsha") > 0
+    });
+
+    // Done: every node learns that the target owns the slot; the source now answers MOVED.
+    for node in [target, source, &cluster.nodes[3 - from - to]] {
+        node.query::<()>(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+    }
+    let renewed = target.calls("evalsha");
+    wait_until(SETTLE, "renewals on the new owner", || {
+        target.calls("evalsha") > renewed + 2
+    });
+    assert!(
+        target.query::<bool>(&["EXISTS", key]),
+        "the lock moved with its slot"
+    );
+
+    std::fs::write(dir.join("go"), "").unwrap();
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
+    assert!(
+        !target.query::<bool>(&["EXISTS", key]),
+        "released where it lives now"
+    );
+    // A new holder goes straight to the new owner and gets the next fence.
+    let out = cluster
+        .cmd()
+        .args(["-k", "moving", "--no-wait", "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_FENCE\"")
+        .run();
+    out.assert_code(0);
+    let next: u64 = out.stdout_str().trim().parse().unwrap();
+    assert_eq!(next, fence_of(&dir, "moving") + 1);
+}

@@ -1,0 +1,168 @@
+//! `redis+sentinel://`: a master, a replica and three sentinels (see `deployments`). The
+//! master is killed or switched over while a holder runs, and what follows is what README's
+//! "Guarantees and limits" says: a lock that reached the replica carries on at the new
+//! master; one that did not is lost, the holder stops with 76 at its next renewal, and until
+//! then a second holder can start.
+
+use std::time::Duration;
+
+use crate::deployments::{SentinelSet, SETTLE};
+use crate::support::*;
+
+const KEY_TTL: &str = "30s";
+const RENEW_EVERY: &str = "500ms";
+
+/// A holder of `name` whose job writes its fence to `fence` and holds until `go`.
+fn start_holder(set: &SentinelSet, dir: &TempDir, name: &str) -> Running {
+    let body = format!(
+        "echo \"$REDLOCK_FENCE\" > '{}'\n{}",
+        dir.join("fence").display(),
+        hold_until(dir, "ready", "go", 0)
+    );
+    let script = dir.script("job", &body);
+    let mut holder = set
+        .cmd()
+        .args([
+            "-k",
+            name,
+            "--ttl",
+            KEY_TTL,
+            "--renew-every",
+            RENEW_EVERY,
+            "-v",
+        ])
+        .arg("--")
+        .arg(script)
+        .timeout(Duration::from_secs(90))
+        .spawn();
+    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    holder
+}
+
+fn fence_of(dir: &TempDir) -> u64 {
+    dir.read("fence").parse().expect("a fence number")
+}
+
+#[test]
+fn a_lock_that_reached_the_replica_survives_the_masters_death() {
+    let mut set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-kill");
+    let holder = start_holder(&set, &dir, "kill");
+    // The acquisition waited for the replica (WAIT 1): it has the lock by the time the
+    // command starts, so this is no race.
+    let held: Option<String> = set.replica.query(&["GET", "redlock:kill"]);
+    let held = held.unwrap_or_else(|| {
+        panic!(
+            "the replica lacks the lock while the command runs; holder's stderr:\n{}",
+            holder.stderr_so_far()
+        )
+    });
+    let first_fence = fence_of(&dir);
+
+    set.master.kill();
+    set.wait_for_promotion();
+    // The holder reconnects through the sentinels and renews on the new master.
+    wait_until(SETTLE, "a renewal on the new master", || {
+        set.replica.calls("evalsha") > 0
+    });
+    let still: Option<String> = set.replica.query(&["GET", "redlock:kill"]);
+    assert_eq!(still, Some(held), "the holder's value changed");
+
+    release(&dir);
+    let out = holder.wait();
+    out.assert_code(0).assert_stderr_lacks("lost");
+    assert!(!set.replica.query::<bool>(&["EXISTS", "redlock:kill"]));
+
+    // The fence counter moved over with the lock: the next holder's number is larger.
+    let next = set
+        .cmd()
+        .args(["-k", "kill", "--no-wait", "--", "sh", "-c"])
+        .arg("echo \"$REDLOCK_FENCE\"")
+        .run();
+    next.assert_code(0);
+    let next_fence: u64 = next.stdout_str().trim().parse().unwrap();
+    assert!(next_fence > first_fence, "{next_fence} after {first_fence}");
+}
+
+#[test]
+fn a_failover_that_lost_the_key_stops_the_command_with_76() {
+    let mut set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-lost");
+    let holder = start_holder(&set, &dir, "lost");
+    // What asynchronous replication can do: the replica never got the lock (here it is
+    // removed from the replica alone, which accepts writes in this fixture).
+    set.replica.query::<i64>(&["DEL", "redlock:lost"]);
+
+    set.master.kill();
+    set.wait_for_promotion();
+    // Between the failover and the holder's next renewal nothing stops a second holder:
+    // README says so. The first holder never re-creates the key, so this always gets in.
+    let second = set
+        .cmd()
+        .args(["-k", "lost", "--no-wait", "--", "true"])
+        .run();
+    second.assert_code(0);
+
+    // The holder's next renewal finds the key gone on the new master: its command is
+    // stopped (it would otherwise hold until `go`) and it exits 76.
+    let out = holder.wait_within(SETTLE);
+    out.assert_code(76).assert_stderr_contains("lost");
+    assert!(!dir.exists("go"), "the command was stopped, not let finish");
+}
+
+#[test]
+fn a_switchover_moves_the_lock_with_its_data() {
+    let set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-switch");
+    let holder = start_holder(&set, &dir, "switch");
+    let held: Option<String> = set.replica.query(&["GET", "redlock:switch"]);
+
+    // A planned failover: the old master lives on. The sentinels make it a replica of the
+    // new one at their next look at it, up to 10s later; until then a holder that reached it
+    // renews there. Demoted at once here, it answers renewals with READONLY, and the holder
+    // finds the new master through the sentinels.
+    set.sentinels[0].query::<String>(&["SENTINEL", "FAILOVER", crate::deployments::SERVICE]);
+    set.wait_for_promotion();
+    let new_master = set.replica.port().to_string();
+    set.master
+        .query::<String>(&["REPLICAOF", "127.0.0.1", &new_master]);
+    wait_until(SETTLE, "a renewal on the new master", || {
+        set.replica.calls("evalsha") > 0
+    });
+    let still: Option<String> = set.replica.query(&["GET", "redlock:switch"]);
+    assert_eq!(still, held);
+
+    release(&dir);
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
+    assert!(!set.replica.query::<bool>(&["EXISTS", "redlock:switch"]));
+}
+
+#[test]
+fn status_list_and_release_find_the_master() {
+    let set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-admin");
+    let holder = start_holder(&set, &dir, "admin");
+
+    let out = set.cmd().args(["status", "-k", "admin"]).run();
+    out.assert_code(0);
+    assert!(out.stdout_str().contains("redlock:admin held by"));
+    let out = set.cmd().args(["list"]).run();
+    out.assert_code(0);
+    assert!(
+        out.stdout_str().contains("redlock:admin"),
+        "{}",
+        out.stdout_str()
+    );
+    set.cmd()
+        .args(["release", "-k", "admin", "--force"])
+        .run()
+        .assert_code(0);
+    holder.wait_within(SETTLE).assert_code(76);
+
+    // A master name no sentinel knows is a mistake, not an outage: no waiting, 125.
+    let hosts: Vec<String> = set.sentinels.iter().map(|s| s.address()).collect();
+    let url = format!("redis+sentinel://{}/nosuchmaster", hosts.join(","));
+    let out = Wrapper::new(&url).args(["-k", "x", "--", "true"]).run();
+    out.assert_code(125)
+        .assert_stderr_contains("knows no master \"nosuchmaster\"");
+}
