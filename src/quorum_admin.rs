@@ -250,13 +250,30 @@ fn list(targets: &[RedisTarget], timeout: Duration, prefix: &str, json: bool) ->
     }
     names.sort();
     names.dedup();
+    // One connection per node for every name; a node that fails is not asked again.
+    let per_node = on_every_node(targets, timeout, |link| {
+        names
+            .iter()
+            .map(|name| inspect::read_lock(link, name))
+            .collect::<Result<Vec<_>>>()
+    });
     let mut all = Vec::new();
-    for name in names {
-        let views = read_nodes(targets, timeout, &name);
+    for (index, name) in names.iter().enumerate() {
+        let views: Vec<NodeView> = per_node
+            .iter()
+            .zip(targets)
+            .map(|(read, target)| NodeView {
+                display: target.display.clone(),
+                slots: read
+                    .as_ref()
+                    .map(|locks| locks[index].clone())
+                    .map_err(Clone::clone),
+            })
+            .collect();
         if json {
-            all.push(status_json(&name, &views));
+            all.push(status_json(name, &views));
         } else {
-            print(&verdict_line(&name, &views))?;
+            print(&verdict_line(name, &views))?;
         }
     }
     if json {
@@ -298,6 +315,14 @@ fn release(targets: &[RedisTarget], timeout: Duration, key: &str, force: bool) -
         return Ok(Outcome::Free);
     }
     if !force {
+        if let Verdict::Free { .. } = verdict(&views) {
+            // Leftovers of a failed or lost attempt: nobody holds the lock.
+            print(&format!(
+                "{}; nothing to release (--force deletes those values now)",
+                verdict_line(key, &views)
+            ))?;
+            return Ok(Outcome::Free);
+        }
         bail!(
             "{}; releasing it lets another holder in while this one may still run (it would \
              be terminated at its next renewal). Add --force to release it",

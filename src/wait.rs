@@ -73,6 +73,8 @@ pub fn wait_for_lock(
     // A release notice brings the next try forward, but not before this.
     let mut not_before = Instant::now();
     let mut failures = 0u32;
+    // Split Redlock attempts in a row (see `split_pause`).
+    let mut splits = 0u32;
     loop {
         if subscription.is_none() {
             let notices = events_tx.clone();
@@ -102,8 +104,9 @@ pub fn wait_for_lock(
                 }) => {
                     failures = 0;
                     announcer.blocked_by(Blocker { holder, ahead });
+                    splits = if split { splits + 1 } else { 0 };
                     let mut delay = if split {
-                        split_pause()
+                        split_pause(splits).min(retry_delay(holder_ttl))
                     } else {
                         retry_delay(holder_ttl)
                     };
@@ -205,9 +208,12 @@ pub fn retry_delay(holder_ttl: Option<Duration>) -> Duration {
     base + Duration::from_millis(1) + jitter(jitter_cap)
 }
 
-/// After a split Redlock vote: a random pause, so that contenders retry at different times.
-fn split_pause() -> Duration {
-    Duration::from_millis(1) + jitter(SPLIT_PAUSE_MAX)
+/// After the `splits`-th split Redlock attempt in a row: a random pause, so that contenders
+/// retry at different times, doubling with each split so that repeated splits (or a holder
+/// that only looks split because a node of its is down) cost few requests.
+fn split_pause(splits: u32) -> Duration {
+    let cap = SPLIT_PAUSE_MAX.saturating_mul(1 << splits.saturating_sub(1).min(8));
+    Duration::from_millis(1) + jitter(cap)
 }
 
 fn backoff(failures: u32) -> Duration {
@@ -246,6 +252,14 @@ mod tests {
     #[test]
     fn keys_without_ttl_are_rechecked_rarely() {
         assert!(retry_delay(None) >= NO_TTL_RECHECK);
+    }
+
+    #[test]
+    fn split_pauses_are_random_and_grow() {
+        assert!((0..50).all(|_| split_pause(1) <= SPLIT_PAUSE_MAX + Duration::from_millis(1)));
+        let first: Vec<Duration> = (0..50).map(|_| split_pause(1)).collect();
+        assert!(first.iter().any(|pause| *pause != first[0]), "not random");
+        assert!(split_pause(30) <= SPLIT_PAUSE_MAX * 256 + Duration::from_millis(1));
     }
 
     #[test]

@@ -21,7 +21,8 @@
 //! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
 //! key whose value we did not write (another holder's, another tool's, another
 //! application's hash) is never renewed or deleted. Waiters listen on
-//! `redlock-run:released:K`; each message is the releasing holder's identity.
+//! `redlock-run:released:K`; each message is the releasing holder's identity and a
+//! release number.
 
 pub mod endpoint;
 pub mod inspect;
@@ -232,8 +233,8 @@ pub enum Released {
 /// What the subscription to release notices reports.
 #[derive(Debug)]
 pub enum Notice {
-    /// A holder released the lock: try now. `by` names the holder that let go (its
-    /// identity), the same on every Redlock node.
+    /// A holder released the lock: try now. `by` names the release (the holder's identity
+    /// and a release number), the same on every Redlock node.
     Released { by: String },
     /// The subscription broke; no notice will come through it any more.
     Broken(anyhow::Error),

@@ -4,10 +4,12 @@
 //! decided as soon as its outcome is certain: a slow or dead node costs nothing while a
 //! majority answers.
 //!
-//! - **Acquire**: all nodes in parallel; won when a majority took it before the lease could
-//!   have run out (`started + ttl - drift`, `started` being before the first request left).
-//!   Lost or split rounds release every node, even those that did not answer (a node's jobs
-//!   run in order, so the release follows the acquire on a slow node).
+//! - **Acquire**: all nodes in parallel; won when a majority took it within a third of the
+//!   TTL, timed from `started`, before the first request left (the lease is valid until
+//!   `started + ttl - drift`; a slower win would leave too little to renew). Once decided,
+//!   or once a majority answered, the others get `STRAGGLER_WAIT`. Lost or split rounds
+//!   release on every node that did not refuse, answered or not (a node's jobs run in
+//!   order, so the release follows the acquire on a slow node).
 //! - **Fence**: each node counts its own acquisitions. The fence handed out is the largest
 //!   count among the nodes taken; unless a majority already reports it, it is written to
 //!   the nodes first (never lowering one), so every later majority, which shares a node
@@ -15,11 +17,13 @@
 //! - **Renew**: all nodes in parallel; extended when a majority confirms, lost for sure when
 //!   more than N - majority say the key is not ours. A node that answers "not ours" while a
 //!   majority confirmed (it restarted empty) is taken again; never otherwise.
-//! - **Release**: all nodes, waiting for every answer up to the deadline.
-//! - **Waiting**: subscribed to every node that can be reached; any release notice wakes.
+//! - **Release**: all nodes, waiting for a majority's answers, then `STRAGGLER_WAIT` for
+//!   the rest. Each release is announced with the same text on every node.
+//! - **Waiting**: subscribed once a majority of nodes listens (the others join as they come
+//!   up); each release wakes the waiter once, its own releases not at all.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,8 +32,8 @@ use anyhow::{anyhow, Context, Result};
 
 use super::single::SingleRedis;
 use super::{
-    clock_drift, Attempt, BackendError, LockBackend, LockRequest, Notice, NoticeSink, Released,
-    Renewal, Subscription, SubscriptionParts,
+    Attempt, BackendError, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
+    Subscription, SubscriptionParts,
 };
 use crate::config::RedisTarget;
 use crate::report;
@@ -39,6 +43,10 @@ use crate::report;
 /// hears them all, while a node that is down or blackholed is not waited for.
 const STRAGGLER_WAIT: Duration = Duration::from_millis(10);
 
+/// How many release notices a waiter remembers, to pass each on once however the copies
+/// from different nodes interleave.
+const RECENT_NOTICES: usize = 16;
+
 pub struct Quorum {
     nodes: Vec<Node>,
     majority: usize,
@@ -47,6 +55,8 @@ pub struct Quorum {
     replies: Receiver<Reply>,
     /// Numbers each round, so that a late answer to an earlier one is recognised.
     round: u64,
+    /// The leading bytes of this holder's values: `{"token":"…"`.
+    identity: String,
     /// The release after a failed attempt, until the nodes that took the key confirm it.
     /// Waiting goes on meanwhile (a node runs its requests in order, so the next attempt
     /// follows the release); leaving waits for it, lest the key stay behind for a TTL.
@@ -84,6 +94,8 @@ enum Work {
     Release {
         keep_for: Option<Duration>,
         deadline: Instant,
+        /// What the release is announced as: the same on every node.
+        notice: Arc<str>,
     },
     Subscribe {
         sink: NoticeSink,
@@ -221,6 +233,7 @@ impl Quorum {
             ttl: lock.ttl,
             replies,
             round: 0,
+            identity: lock.identity(),
             unconfirmed: RefCell::new(None),
         })
     }
@@ -281,14 +294,24 @@ impl Quorum {
     /// included, does not stand in anyone's way until it expires. Not waited for here; see
     /// `unconfirmed`. Nodes that did not answer the attempt are not waited for even then:
     /// they are likely down, and a key that lands there late is a minority's, gone by its TTL.
-    fn let_go(&mut self, tally: &Tally) {
+    ///
+    /// `announce`: whether waiters are told (when what it took may have kept someone else
+    /// from a majority).
+    fn let_go(&mut self, tally: &Tally, announce: bool) {
         let deadline = Instant::now() + self.timeout;
         let nodes: Vec<usize> = self.all().filter(|node| !tally.no.contains(node)).collect();
+        let notice = if announce {
+            self.next_release_notice()
+        } else {
+            Arc::from("")
+        };
         let round = self.send(nodes, || Work::Release {
             keep_for: None,
             deadline,
+            notice: Arc::clone(&notice),
         });
-        *self.unconfirmed.borrow_mut() = Some(PendingRelease {
+        // Nothing to wait for when this attempt took no node: no answer would ever clear it.
+        *self.unconfirmed.borrow_mut() = (!tally.yes.is_empty()).then(|| PendingRelease {
             round,
             nodes: tally.yes.clone(),
             deadline,
@@ -316,6 +339,12 @@ impl Quorum {
         });
     }
 
+    /// How the next release is announced: this holder's identity and the number of the
+    /// round that sends it, so each release reads differently and is the same everywhere.
+    fn next_release_notice(&self) -> Arc<str> {
+        Arc::from(format!("{}#{}", self.identity, self.round + 1))
+    }
+
     /// Notes a node's answer to the release after a failed attempt.
     fn confirm(&self, reply: &Reply) {
         let mut unconfirmed = self.unconfirmed.borrow_mut();
@@ -332,6 +361,9 @@ impl Quorum {
         let Some(mut pending) = self.unconfirmed.borrow_mut().take() else {
             return;
         };
+        if pending.nodes.is_empty() {
+            return;
+        }
         // Only the nodes that took the key count: another node's quick failure must not
         // stand in for one of theirs.
         self.collect(
@@ -397,9 +429,11 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
                 Answer::RaiseFence(node.raise_fence(fence, deadline))
             }
             Work::Renew { deadline } => Answer::Renew(node.renew(deadline)),
-            Work::Release { keep_for, deadline } => {
-                Answer::Release(node.release(keep_for, deadline))
-            }
+            Work::Release {
+                keep_for,
+                deadline,
+                notice,
+            } => Answer::Release(node.release_announcing(keep_for, deadline, &notice)),
             Work::Subscribe { sink, parts } => {
                 Answer::Subscribe(node.subscribe(sink).map(|part| parts.add(part)))
             }
@@ -457,7 +491,9 @@ impl AcquireAnswers {
         }
     }
 
-    /// Counts one answer; returns whether enough is known to stop listening.
+    /// Counts one answer; returns whether to stop listening: the outcome is known, or a
+    /// majority has answered (the rest then get only `STRAGGLER_WAIT`, so that a
+    /// blackholed node does not hold up every attempt for the whole timeout).
     fn take(&mut self, node: usize, answer: Answer) -> bool {
         match answer {
             Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
@@ -473,7 +509,7 @@ impl AcquireAnswers {
             Answer::Acquire(Err(err)) => self.tally.fail(node, &err),
             _ => {}
         }
-        self.tally.heard_enough()
+        self.tally.heard_enough() || self.tally.answered() >= self.tally.majority
     }
 }
 
@@ -526,8 +562,12 @@ impl Refusals {
 impl LockBackend for Quorum {
     fn try_acquire(&mut self) -> Result<Attempt> {
         let started = Instant::now();
-        let lease_end = started + self.ttl.saturating_sub(clock_drift(self.ttl));
-        let deadline = (started + self.timeout).min(lease_end);
+        // The lease is valid until `started + TTL - drift` (see renew.rs), but a win must
+        // leave most of it: one that took longer than a third of the TTL (the usual renewal
+        // period) would leave too little to renew in time, and the command would be stopped
+        // as soon as it started.
+        let in_time = started + self.ttl / 3;
+        let deadline = (started + self.timeout).min(in_time);
         let round = self.send(self.all(), || Work::Acquire { deadline });
         let mut heard = AcquireAnswers::new(self.nodes.len());
         let timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
@@ -547,9 +587,9 @@ impl LockBackend for Quorum {
         } = heard;
         tally.timed_out = timed_out;
 
-        if tally.won() && Instant::now() < lease_end {
+        if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {
-                Ok(fence) if Instant::now() < lease_end => {
+                Ok(fence) if Instant::now() < in_time => {
                     return Ok(Attempt::Acquired {
                         sent_at: started,
                         fence,
@@ -557,17 +597,17 @@ impl LockBackend for Quorum {
                 }
                 Ok(_) => {}
                 Err(err) => {
-                    self.let_go(&tally);
+                    self.let_go(&tally, true);
                     return Err(err);
                 }
             }
         }
-        self.let_go(&tally);
         if tally.won() {
+            self.let_go(&tally, true);
             return Err(anyhow::Error::new(BackendError {
                 message: format!(
-                    "taking the lock on a majority of the Redis nodes took longer than its \
-                     TTL ({})",
+                    "taking the lock on a majority of the Redis nodes took longer than a \
+                     third of its TTL ({}), which leaves too little of it",
                     humantime::format_duration(self.ttl)
                 ),
                 transient: true,
@@ -577,16 +617,23 @@ impl LockBackend for Quorum {
         // down, a holder may have only one of the nodes that answered).
         let reached = tally.yes.len() + tally.no.len();
         if tally.refused() || reached >= self.majority {
-            // A node that did not answer may be the holder's: a split only if even those
-            // could not give one holder a majority.
-            let unknown = self.nodes.len() - reached;
+            // A split: this attempt took some nodes and no other holder has a majority of
+            // those that answered. With a node silent that may be wrong (the holder may
+            // have it); the waiter's pauses after a split grow, so guessing wrong costs a
+            // few retries, while missing a split would send contenders back in lockstep.
+            let split = !tally.yes.is_empty() && refusals.split(majority(reached));
+            // Behind a holder with a majority, what this attempt took blocked no one: it is
+            // let go quietly, or each waiter's release would wake the others, round and
+            // round, for as long as the holder holds.
+            self.let_go(&tally, split);
             return Ok(Attempt::Busy {
                 holder_ttl: refusals.free_in(self.nodes.len(), self.majority),
                 holder: refusals.holder(),
                 ahead: 0,
-                split: refusals.split(self.majority.saturating_sub(unknown)),
+                split,
             });
         }
+        self.let_go(&tally, true);
         Err(tally.shortfall("could be reached", &self.displays()))
     }
 
@@ -633,7 +680,12 @@ impl LockBackend for Quorum {
 
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
         let started = Instant::now();
-        let round = self.send(self.all(), || Work::Release { keep_for, deadline });
+        let notice = self.next_release_notice();
+        let round = self.send(self.all(), || Work::Release {
+            keep_for,
+            deadline,
+            notice: Arc::clone(&notice),
+        });
         let mut tally = ReleaseTally::default();
         let displays = self.displays();
         // Once a majority has answered, the lock is free for others; a node much slower
@@ -678,13 +730,18 @@ impl LockBackend for Quorum {
     }
 
     fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
-        // A holder releases on every node: its notice comes once per node and is passed on
-        // once, so that waiters do not try again for each copy.
-        let mut last_release: Option<String> = None;
+        // A release is announced on every node: each one is passed on once, so that a
+        // waiter does not try again for each copy; this waiter's own releases after failed
+        // attempts are not passed on at all.
+        let mut recent: VecDeque<String> = VecDeque::with_capacity(RECENT_NOTICES);
+        let own = format!("{}#", self.identity);
         let once = move |notice: Notice| match &notice {
-            Notice::Released { by } if last_release.as_ref() == Some(by) => true,
+            Notice::Released { by } if by.starts_with(&own) || recent.contains(by) => true,
             Notice::Released { by } => {
-                last_release = Some(by.clone());
+                if recent.len() == RECENT_NOTICES {
+                    recent.pop_front();
+                }
+                recent.push_back(by.clone());
                 sink(notice)
             }
             Notice::Broken(_) => sink(notice),

@@ -332,6 +332,38 @@ impl SingleRedis {
         Ok(())
     }
 
+    /// Deletes the lock if it is still ours, as `LockBackend::release`, and announces the
+    /// release to waiters with `notice`: the same text on every node of one Redlock release
+    /// and different for each release, so that a waiter listening on several nodes acts on
+    /// each release once. An empty `notice` wakes no one.
+    pub fn release_announcing(
+        &mut self,
+        keep_for: Option<Duration>,
+        deadline: Instant,
+        notice: &str,
+    ) -> Result<Released> {
+        let mut keys = vec![self.held_key().to_string()];
+        if self.lock.limit > 1 {
+            keys.push(limit_key(&self.lock.key));
+            keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let channel = self.lock.release_channel();
+        let keep_ms = keep_for
+            .map_or(0, |keep| keep.as_millis().max(1))
+            .to_string();
+        let limit = self.lock.limit.to_string();
+        let args = [self.identity.as_str(), &channel, &keep_ms, &limit, notice];
+        let released: i64 = self.link.call(Some(deadline), |session| {
+            session.eval(&RELEASE, &keys, &args)
+        })?;
+        Ok(match released {
+            1 => Released::Deleted,
+            2 => Released::KeptUntilMinHold,
+            _ => Released::NotOurs,
+        })
+    }
+
     fn queue_keys(&self) -> [String; 2] {
         [
             sibling_key(&self.lock.key, ":queue"),
@@ -433,26 +465,9 @@ impl LockBackend for SingleRedis {
     }
 
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
-        let mut keys = vec![self.held_key().to_string()];
-        if self.lock.limit > 1 {
-            keys.push(limit_key(&self.lock.key));
-            keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
-        }
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let channel = self.lock.release_channel();
-        let keep_ms = keep_for
-            .map_or(0, |keep| keep.as_millis().max(1))
-            .to_string();
-        let limit = self.lock.limit.to_string();
-        let args = [self.identity.as_str(), &channel, &keep_ms, &limit];
-        let released: i64 = self.link.call(Some(deadline), |session| {
-            session.eval(&RELEASE, &keys, &args)
-        })?;
-        Ok(match released {
-            1 => Released::Deleted,
-            2 => Released::KeptUntilMinHold,
-            _ => Released::NotOurs,
-        })
+        // One process releases once, so any fixed suffix keeps its notices distinct.
+        let notice = format!("{}#0", self.identity);
+        self.release_announcing(keep_for, deadline, &notice)
     }
 
     fn abandon(&mut self) {

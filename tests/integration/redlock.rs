@@ -922,3 +922,128 @@ fn five_masters_cost_little_more_than_one() {
         "5 nodes {quorum_median:?} against 1 node {single:?}"
     );
 }
+
+/// Meeting a busy lock costs no more than the round trips: `--no-wait` exits 75 at once and
+/// `--wait 1s` gives up after about a second, however long `--redis-timeout` is (a failed
+/// attempt that took no node has nothing to wait for before leaving).
+#[test]
+fn a_busy_quorum_is_left_at_once() {
+    let nodes = start_nodes(3);
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-busy-fast");
+    let holder = hold(quorum(&urls), &dir, "fast", "holder");
+    let started = Instant::now();
+    quorum(&urls)
+        .args([
+            "-k",
+            "fast",
+            "--redis-timeout",
+            "20s",
+            "--no-wait",
+            "--",
+            "true",
+        ])
+        .run()
+        .assert_code(75);
+    let no_wait = started.elapsed();
+    let started = Instant::now();
+    quorum(&urls)
+        .args([
+            "-k",
+            "fast",
+            "--redis-timeout",
+            "20s",
+            "--wait",
+            "1s",
+            "--",
+            "true",
+        ])
+        .run()
+        .assert_code(75);
+    let waited = started.elapsed();
+    eprintln!("busy quorum: --no-wait left after {no_wait:.1?}, --wait 1s after {waited:.1?}");
+    // The timeout is 20 s: waiting it out would blow both bounds by far.
+    assert!(
+        no_wait < Duration::from_secs(5),
+        "--no-wait took {no_wait:?}"
+    );
+    assert!(waited < Duration::from_secs(6), "--wait 1s took {waited:?}");
+    let_go(&dir, "holder");
+    holder.wait().assert_code(0);
+}
+
+/// Two waiters behind one holder, one of whose failed attempts was announced: after the
+/// holder, one waiter runs, and when it lets go the other is woken by that release, not by
+/// the end of a TTL (a waiter once took a contender's real release for a copy of its
+/// failed attempt's notice and slept through it).
+#[test]
+fn every_release_wakes_the_waiters_once() {
+    let nodes = start_nodes(3);
+    let all = urls(&nodes);
+    let dir = TempDir::new("redlock-every-release");
+    // The holder has two nodes; each waiter's attempts take the third and let it go,
+    // announcing that release to the other.
+    let holder = hold(
+        quorum(&all[..2]).args(["-t", "60s"]),
+        &dir,
+        "wake",
+        "holder",
+    );
+    let waiters: Vec<Running> = ["first", "second"]
+        .iter()
+        .map(|name| {
+            let script = dir.script(
+                name,
+                &format!(
+                    "date +%s.%N > '{start}'\nsleep 0.2\ndate +%s.%N > '{end}'",
+                    start = dir.join(&format!("{name}.start")).display(),
+                    end = dir.join(&format!("{name}.end")).display()
+                ),
+            );
+            quorum(&all)
+                .args(["-k", "wake", "-t", "60s", "--"])
+                .arg(script)
+                .spawn()
+        })
+        .collect();
+    // Both have tried (taking and letting go of the third node) before the release.
+    wait_until(Duration::from_secs(15), "both waiters to listen", || {
+        nodes[2].subscribed_clients() >= 2
+    });
+    // Letting go behind a holder that has a majority wakes no one: the waiters do not set
+    // each other off, round and round, while the holder holds.
+    let before = evalsha_calls(&nodes[2]);
+    std::thread::sleep(Duration::from_secs(1)); // The quiet window: time must pass here.
+    let during = evalsha_calls(&nodes[2]) - before;
+    eprintln!("scripts run on the free node in a 1 s wait by two waiters: {during}");
+    assert!(
+        during <= 8,
+        "the waiters kept trying: {during} scripts in 1 s"
+    );
+    let_go(&dir, "holder");
+    holder.wait().assert_code(0);
+    for waiter in waiters {
+        waiter.wait_within(Duration::from_secs(30)).assert_code(0);
+    }
+    let times = |name: &str| {
+        let start = parse_epoch(&dir.read(&format!("{name}.start")));
+        let end = parse_epoch(&dir.read(&format!("{name}.end")));
+        (start, end)
+    };
+    let ((a_start, a_end), (b_start, b_end)) = (times("first"), times("second"));
+    let gap = if a_start < b_start {
+        b_start - a_end
+    } else {
+        a_start - b_end
+    };
+    eprintln!(
+        "second waiter started {:.1} ms after the first ended",
+        gap * 1e3
+    );
+    assert!(gap >= 0.0, "the two waiters overlapped");
+    // The lease is 60 s: a missed wake-up would wait for it.
+    assert!(
+        gap < 10.0,
+        "the second waiter slept {gap:.1}s past the release"
+    );
+}

@@ -6,6 +6,8 @@
 -- ARGV[2]  the channel waiters subscribe to
 -- ARGV[3]  milliseconds left of --min-hold (0: none): the key is kept that long instead
 -- ARGV[4]  with a semaphore: its limit
+-- ARGV[5]  the message announcing this release: the holder's identity and a release
+--          number; '' to release without waking anyone
 -- Returns 1 when released, 2 when kept until the --min-hold mark, 0 when the key was
 -- already gone or belongs to someone else (then nothing is touched: it is not ours).
 local current = redis.pcall('GET', KEYS[1])
@@ -28,7 +30,9 @@ if KEYS[2] then
   end
   if not held then redis.call('DEL', KEYS[2]) end
 end
--- The message names who let go, so a waiter listening on several Redlock nodes acts on
--- one release once.
-redis.call('PUBLISH', ARGV[2], ARGV[1])
+-- The message is the same on every Redlock node of one release and differs between
+-- releases, so a waiter listening on several nodes acts on each release once.
+if ARGV[5] ~= '' then
+  redis.call('PUBLISH', ARGV[2], ARGV[5])
+end
 return 1
