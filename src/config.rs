@@ -13,6 +13,8 @@ use crate::cli::{Admin, Cli, Connection, RunArgs};
 pub const MAX_KEY_LEN: usize = 1024;
 /// Shortest lease: below this, one slow round trip would eat the whole lease.
 pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// Most Redlock nodes one run talks to (one thread and connection each).
+pub const MAX_NODES: usize = 15;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Verbosity {
@@ -251,31 +253,71 @@ fn check_connection(connection: &Connection) -> Result<(Vec<RedisTarget>, Durati
         bail!("invalid --redis-timeout: it must be at least 10ms");
     }
     let mut targets: Vec<RedisTarget> = Vec::new();
-    let mut seen = Vec::new();
     for url in connection.redis.iter().flat_map(|text| split_urls(text)) {
         let target = RedisTarget {
             display: redact_url(&url),
             url,
         };
-        let place = check_redis_url(&target)?;
-        // The same server twice would count twice towards the majority.
-        if seen.contains(&place) {
-            bail!(
-                "--redis {} is given twice: each Redlock node must be a separate server",
-                target.display
-            );
-        }
-        seen.push(place);
+        check_redis_url(&target)?;
         targets.push(target);
     }
     if targets.len() > MAX_NODES {
         bail!("too many --redis URLs: at most {MAX_NODES} Redlock nodes are supported");
     }
+    if targets.len() > 1 {
+        refuse_repeated_servers(&targets)?;
+    }
     Ok((targets, redis_timeout))
 }
 
-/// Most Redlock nodes one run talks to (one thread and connection each).
-pub const MAX_NODES: usize = 15;
+/// Refuses a Redlock node list that names one server twice, which would count twice
+/// towards the majority: by address (other databases of one server included; `localhost`
+/// is taken as the loopback addresses), or by URL for Sentinel sets and clusters. No name
+/// is looked up in DNS (a start-up cost on every run), so one server under two DNS names
+/// is not caught.
+fn refuse_repeated_servers(targets: &[RedisTarget]) -> Result<()> {
+    let places: Vec<Vec<String>> = targets.iter().map(server_places).collect();
+    for (later, place) in places.iter().enumerate() {
+        if let Some(earlier) = places[..later]
+            .iter()
+            .position(|other| other.iter().any(|address| place.contains(address)))
+        {
+            bail!(
+                "--redis {} and {} are the same server: each Redlock node must be a separate \
+                 server",
+                targets[earlier].display,
+                targets[later].display
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Where a URL leads, as comparable text: `ip:port` (or `host:port` for a DNS name), the
+/// socket path, or (Sentinel, Cluster) the URL itself.
+fn server_places(target: &RedisTarget) -> Vec<String> {
+    use redis::{ConnectionAddr, IntoConnectionInfo};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let Ok(info) = target.url.as_str().into_connection_info() else {
+        return vec![target.display.clone()];
+    };
+    let (host, port) = match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            (host.clone(), *port)
+        }
+        other => return vec![other.to_string()],
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ips: Vec<IpAddr> = if host.eq_ignore_ascii_case("localhost") {
+        vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()]
+    } else {
+        host.parse().into_iter().collect()
+    };
+    if ips.is_empty() {
+        return vec![format!("{}:{port}", host.to_ascii_lowercase())];
+    }
+    ips.into_iter().map(|ip| format!("{ip}:{port}")).collect()
+}
 
 /// Splits a list of URLs (`REDLOCK_REDIS=redis://a,redis://b`) at each comma that starts
 /// another URL: a comma inside one URL (a Sentinel's host list) stays.
@@ -323,10 +365,7 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     })
 }
 
-/// Checks the URL; returns where it leads (address and database, or a Sentinel set's or
-/// cluster's URL), to spot a server given twice.
-fn check_redis_url(target: &RedisTarget) -> Result<String> {
-    use redis::IntoConnectionInfo;
+fn check_redis_url(target: &RedisTarget) -> Result<()> {
     let supported = [
         "redis://",
         "rediss://",
@@ -348,11 +387,8 @@ fn check_redis_url(target: &RedisTarget) -> Result<String> {
         );
     }
     Endpoint::new(&target.url, &target.display)
-        .map_err(|err| anyhow::anyhow!("invalid --redis URL {}: {}", target.display, err))?;
-    Ok(match target.url.as_str().into_connection_info() {
-        Ok(info) => format!("{}/{}", info.addr(), info.redis_settings().db()),
-        Err(_) => target.display.clone(),
-    })
+        .map(drop)
+        .map_err(|err| anyhow::anyhow!("invalid --redis URL {}: {}", target.display, err))
 }
 
 /// The URL with any password replaced by `***`: in `user:password@` and in a `pass=`,
@@ -556,10 +592,16 @@ mod tests {
             ][..],
             &["-r", "redis://a:1", "-r", "redis://b:1", "--limit", "2"],
             &["-r", "redis://a:1", "-r", "redis://b:1", "--fair"],
+            // One server under two databases, or as localhost and 127.0.0.1.
+            &["-r", "redis://127.0.0.1:1/0", "-r", "redis://127.0.0.1:1/1"],
+            &["-r", "redis://localhost:7", "-r", "redis://127.0.0.1:7"],
+            &["-r", "redis://[::1]:7", "-r", "redis://LOCALHOST:7"],
         ] {
             let args = [refused, &["-k", "j", "--", "true"]].concat();
             assert!(config(&args).is_err(), "accepted {refused:?}");
         }
+        let distinct = ["-r", "redis://127.0.0.1:1", "-r", "redis://127.0.0.1:2"];
+        assert!(config(&[&distinct[..], &["-k", "j", "--", "true"]].concat()).is_ok());
     }
 
     #[test]

@@ -876,7 +876,7 @@ fn limit_fair_and_a_repeated_server_are_refused() {
             "--limit needs a single",
         ),
         (quorum(&urls).arg("--fair"), "--fair needs a single"),
-        (quorum(&twice), "is given twice"),
+        (quorum(&twice), "are the same server"),
     ] {
         wrapper
             .args(["-k", "refused", "--", "true"])
