@@ -185,6 +185,15 @@ fn has_hash_tag(key: &str) -> bool {
         .is_some_and(|len| len > 0)
 }
 
+/// Who wrote a lock value, the same on every node: its identity `{"token":"…"` for a value
+/// of ours, the whole value for anyone else's.
+pub fn identity_in(value: &str) -> &str {
+    match value.find("\",") {
+        Some(end) if value.starts_with("{\"token\":\"") => &value[..=end],
+        _ => value,
+    }
+}
+
 fn identity_of(token: &str) -> String {
     format!("{{\"token\":\"{token}\"")
 }
@@ -454,6 +463,15 @@ mod tests {
         assert_eq!(owner("redlock:a:fence"), None);
         assert_eq!(owner("redlock:job{a}:slot:1"), None);
         assert_eq!(owner("redlock:deploy"), None);
+    }
+
+    #[test]
+    fn identities_are_read_back() {
+        let request = request("x");
+        let value = format!("{}{}", request.identity(), request.metadata);
+        assert_eq!(identity_in(&value), request.identity());
+        assert_eq!(identity_in("someone else's"), "someone else's");
+        assert_eq!(identity_in("{\"token\":\"a\""), "{\"token\":\"a\"");
     }
 
     #[test]

@@ -23,12 +23,17 @@
 //!   up); each release wakes the waiter once, its own releases not at all.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
+
+mod tally;
+
+pub use tally::majority;
+use tally::{AcquireAnswers, ReleaseTally, Tally};
 
 use super::single::SingleRedis;
 use super::{
@@ -115,95 +120,6 @@ enum Answer {
     Renew(Result<Renewal>),
     Release(Result<Released>),
     Subscribe(Result<()>),
-}
-
-/// Which way each node went in one round, and whether the round is decided.
-#[derive(Debug)]
-struct Tally {
-    nodes: usize,
-    majority: usize,
-    yes: Vec<usize>,
-    no: Vec<usize>,
-    failed: Vec<(usize, String)>,
-    /// Some failure may pass by itself (a network fault, a timeout), as opposed to a
-    /// refusal that will not change (authentication, a server error).
-    passing: bool,
-    /// The round's time ran out before every node answered.
-    timed_out: bool,
-}
-
-impl Tally {
-    fn new(nodes: usize) -> Tally {
-        Tally {
-            nodes,
-            majority: majority(nodes),
-            yes: Vec::new(),
-            no: Vec::new(),
-            failed: Vec::new(),
-            passing: false,
-            timed_out: false,
-        }
-    }
-
-    /// A majority said yes.
-    fn won(&self) -> bool {
-        self.yes.len() >= self.majority
-    }
-
-    /// So many nodes said no that a majority cannot say yes: the answer is no for sure.
-    fn refused(&self) -> bool {
-        self.no.len() > self.nodes - self.majority
-    }
-
-    /// Yes or no is certain (failures count against: they cannot become yes this round).
-    fn decided(&self) -> bool {
-        self.won() || self.no.len() + self.failed.len() > self.nodes - self.majority
-    }
-
-    /// An acquisition can stop listening: won, refused, or so many nodes failed that no
-    /// majority can answer. Until then a busy node may still answer, and that tells a lock
-    /// held elsewhere (wait, or exit 75) from a majority out of reach (an error).
-    fn heard_enough(&self) -> bool {
-        self.won() || self.refused() || self.failed.len() > self.nodes - self.majority
-    }
-
-    fn answered(&self) -> usize {
-        self.yes.len() + self.no.len() + self.failed.len()
-    }
-
-    /// Counts a node's failure to answer.
-    fn fail(&mut self, node: usize, err: &anyhow::Error) {
-        self.passing |= super::is_transient(err);
-        self.failed.push((node, format!("{err:#}")));
-    }
-
-    /// Why a majority did not say yes, naming what went wrong on each failed node. Worth
-    /// retrying unless every failure was a refusal that will not change.
-    fn shortfall(&self, what: &str, displays: &[String]) -> anyhow::Error {
-        let mut reasons: Vec<String> = self
-            .failed
-            .iter()
-            .map(|(node, reason)| format!("{}: {reason}", displays[*node]))
-            .collect();
-        let silent = self.nodes - self.answered();
-        if silent > 0 && self.timed_out {
-            reasons.push(format!("{silent} gave no answer in time"));
-        }
-        anyhow::Error::new(BackendError {
-            message: format!(
-                "too few Redis nodes {what} (a majority is {} of {}): {}",
-                self.majority,
-                self.nodes,
-                reasons.join("; ")
-            ),
-            transient: self.passing || silent > 0 || self.failed.is_empty(),
-        })
-    }
-}
-
-/// How many of `nodes` make a majority.
-pub fn majority(nodes: usize) -> usize {
-    nodes / 2 + 1
 }
 
 impl Quorum {
@@ -449,116 +365,6 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
     }
 }
 
-/// How the nodes answered a release.
-#[derive(Debug, Default)]
-struct ReleaseTally {
-    answered: usize,
-    deleted: usize,
-    kept: usize,
-    not_ours: usize,
-    errors: Vec<String>,
-}
-
-impl ReleaseTally {
-    /// Counts one answer; returns how many have come.
-    fn take(&mut self, node: &str, answer: Answer) -> usize {
-        self.answered += 1;
-        match answer {
-            Answer::Release(Ok(Released::Deleted)) => self.deleted += 1,
-            Answer::Release(Ok(Released::KeptUntilMinHold)) => self.kept += 1,
-            Answer::Release(Ok(Released::NotOurs)) => self.not_ours += 1,
-            Answer::Release(Err(err)) => self.errors.push(format!("{node}: {err:#}")),
-            _ => {}
-        }
-        self.answered
-    }
-}
-
-/// The answers to one acquisition round.
-struct AcquireAnswers {
-    tally: Tally,
-    /// Each node that took the key, with its fence count.
-    counted: Vec<(usize, u64)>,
-    refusals: Refusals,
-}
-
-impl AcquireAnswers {
-    fn new(nodes: usize) -> AcquireAnswers {
-        AcquireAnswers {
-            tally: Tally::new(nodes),
-            counted: Vec::new(),
-            refusals: Refusals::default(),
-        }
-    }
-
-    /// Counts one answer; returns whether to stop listening: the outcome is known, or a
-    /// majority has answered (the rest then get only `STRAGGLER_WAIT`, so that a
-    /// blackholed node does not hold up every attempt for the whole timeout).
-    fn take(&mut self, node: usize, answer: Answer) -> bool {
-        match answer {
-            Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
-                self.tally.yes.push(node);
-                self.counted.push((node, fence));
-            }
-            Answer::Acquire(Ok(Attempt::Busy {
-                holder, holder_ttl, ..
-            })) => {
-                self.tally.no.push(node);
-                self.refusals.seen.push((holder, holder_ttl));
-            }
-            Answer::Acquire(Err(err)) => self.tally.fail(node, &err),
-            _ => {}
-        }
-        self.tally.heard_enough() || self.tally.answered() >= self.tally.majority
-    }
-}
-
-/// What the nodes that refused an acquisition said: who holds them and for how long.
-#[derive(Debug, Default)]
-struct Refusals {
-    /// Per refusing node: the holder's value (if a string) and its time left.
-    seen: Vec<(Option<String>, Option<Duration>)>,
-}
-
-impl Refusals {
-    /// The soonest the lock can be free without a release: when enough refusing nodes
-    /// have expired that the others make a majority. `None` if one of those never expires.
-    fn free_in(&self, nodes: usize, majority: usize) -> Option<Duration> {
-        let must_free = self.seen.len().saturating_sub(nodes - majority).max(1);
-        let mut ttls: Vec<Option<Duration>> = self.seen.iter().map(|(_, ttl)| *ttl).collect();
-        // `None` (never expires) sorts after every time.
-        ttls.sort_by_key(|ttl| (ttl.is_none(), *ttl));
-        ttls.get(must_free - 1).copied().flatten()
-    }
-
-    /// Whether some single holder has a majority of the nodes; if not, contenders split
-    /// them and each will let go.
-    fn split(&self, majority: usize) -> bool {
-        let mut holders: HashMap<&str, usize> = HashMap::new();
-        for (value, _) in &self.seen {
-            // A value of ours starts with `{"token":"…"`: the identity, the same on every node.
-            let identity = value
-                .as_deref()
-                .map_or("", |value| value.split(',').next().unwrap_or(value));
-            *holders.entry(identity).or_default() += 1;
-        }
-        holders.values().all(|&count| count < majority)
-    }
-
-    /// The holder to name: the one with the most nodes.
-    fn holder(&self) -> Option<String> {
-        let identity = |value: &str| value.split(',').next().unwrap_or(value).to_string();
-        let values: Vec<&String> = self.seen.iter().filter_map(|(v, _)| v.as_ref()).collect();
-        values
-            .iter()
-            .max_by_key(|value| {
-                let mine = identity(value);
-                values.iter().filter(|v| identity(v) == mine).count()
-            })
-            .map(|value| (*value).clone())
-    }
-}
-
 impl LockBackend for Quorum {
     fn try_acquire(&mut self) -> Result<Attempt> {
         let started = Instant::now();
@@ -795,123 +601,5 @@ impl LockBackend for Quorum {
 
     fn describe(&self) -> &str {
         &self.display
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tally(nodes: usize, yes: usize, no: usize, failed: usize) -> Tally {
-        let mut tally = Tally::new(nodes);
-        let mut node = 0..;
-        tally.yes = node.by_ref().take(yes).collect();
-        tally.no = node.by_ref().take(no).collect();
-        tally.failed = node.take(failed).map(|n| (n, "down".into())).collect();
-        tally
-    }
-
-    #[test]
-    fn majorities() {
-        assert_eq!(majority(1), 1);
-        assert_eq!(majority(2), 2);
-        assert_eq!(majority(3), 2);
-        assert_eq!(majority(4), 3);
-        assert_eq!(majority(5), 3);
-    }
-
-    #[test]
-    fn rounds_end_as_soon_as_the_outcome_is_certain() {
-        // 3 nodes: two yes decide it, whatever the third says.
-        assert!(tally(3, 2, 0, 0).won());
-        assert!(tally(3, 2, 0, 0).decided());
-        // One node down: still a majority with the two others.
-        assert!(tally(3, 2, 0, 1).won());
-        // One yes, one no: the third decides, so wait for it.
-        assert!(!tally(3, 1, 1, 0).decided());
-        // Two no: refused for sure.
-        assert!(tally(3, 0, 2, 0).refused());
-        assert!(tally(3, 1, 2, 0).decided());
-        // One no and one down: undecided by refusals alone, but certain to fail.
-        let down = tally(3, 1, 1, 1);
-        assert!(down.decided() && !down.won() && !down.refused());
-        // 5 nodes: 3 of 5, with two down.
-        assert!(tally(5, 3, 0, 2).won());
-        assert!(!tally(5, 2, 0, 2).decided());
-        assert!(tally(5, 2, 0, 3).decided());
-        assert!(tally(5, 0, 3, 0).refused());
-        assert!(!tally(5, 0, 2, 0).refused());
-    }
-
-    #[test]
-    fn an_acquisition_hears_out_a_busy_node_past_a_dead_one() {
-        // One down, one busy: the third may be busy too (the lock is held), so listen on.
-        assert!(!tally(3, 0, 1, 1).heard_enough());
-        assert!(tally(3, 0, 2, 1).heard_enough());
-        assert!(tally(3, 2, 0, 1).heard_enough());
-        // Two down of three: no majority can answer, whatever the third says.
-        assert!(tally(3, 0, 0, 2).heard_enough());
-        assert!(!tally(5, 1, 1, 2).heard_enough());
-        assert!(tally(5, 0, 0, 3).heard_enough());
-    }
-
-    #[test]
-    fn a_shortfall_names_each_failed_node() {
-        let displays: Vec<String> = (1..=3).map(|n| format!("redis://n{n}")).collect();
-        let mut short = tally(3, 1, 0, 1);
-        short.timed_out = true;
-        let err = short.shortfall("could be reached", &displays);
-        let text = format!("{err:#}");
-        assert!(
-            text.starts_with("too few Redis nodes could be reached (a majority is 2 of 3): "),
-            "{text}"
-        );
-        assert!(text.contains("redis://n2: down"), "{text}");
-        assert!(text.contains("1 gave no answer in time"), "{text}");
-        assert!(super::super::is_transient(&err));
-    }
-
-    fn value(token: &str) -> Option<String> {
-        Some(format!(
-            "{{\"token\":\"{token}\",\"fence\":1,\"host\":\"h\"}}"
-        ))
-    }
-
-    #[test]
-    fn a_holder_with_a_majority_is_not_a_split() {
-        let ms = Duration::from_millis;
-        let refusals = Refusals {
-            seen: vec![(value("a"), Some(ms(300))), (value("a"), Some(ms(100)))],
-        };
-        assert!(!refusals.split(2));
-        // 3 nodes, 2 refusing: once either expires, two nodes are free.
-        assert_eq!(refusals.free_in(3, 2), Some(ms(100)));
-        // 5 nodes with 3 refusals: one must go.
-        let five = Refusals {
-            seen: vec![
-                (value("a"), Some(ms(300))),
-                (value("a"), Some(ms(100))),
-                (value("a"), None),
-            ],
-        };
-        assert!(!five.split(3));
-        assert_eq!(five.free_in(5, 3), Some(ms(100)));
-    }
-
-    #[test]
-    fn contenders_that_split_the_nodes_are_told_so() {
-        let refusals = Refusals {
-            seen: vec![
-                (value("a"), Some(Duration::from_secs(1))),
-                (value("b"), None),
-            ],
-        };
-        assert!(refusals.split(2));
-        // The first to expire frees a majority; the key that never expires is not needed.
-        assert_eq!(refusals.free_in(3, 2), Some(Duration::from_secs(1)));
-        let stuck = Refusals {
-            seen: vec![(value("a"), None), (value("b"), None)],
-        };
-        assert_eq!(stuck.free_in(3, 2), None);
     }
 }
