@@ -75,6 +75,15 @@ struct PendingRelease {
     deadline: Instant,
 }
 
+/// How a round's listening ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoundEnd {
+    /// Decided, or every expected answer came.
+    Heard,
+    /// The time ran out first.
+    OutOfTime,
+}
+
 struct Node {
     display: String,
     jobs: Sender<Job>,
@@ -172,15 +181,14 @@ impl Quorum {
     }
 
     /// Passes this round's answers to `take` until it returns true (decided), `expected`
-    /// answers came, or `until` passes; returns true in that last case. Answers to earlier
-    /// rounds are dropped.
+    /// answers came, or `until` passes. Answers to earlier rounds are dropped.
     fn collect(
         &self,
         round: u64,
         expected: usize,
         until: Instant,
         mut take: impl FnMut(usize, Answer) -> bool,
-    ) -> bool {
+    ) -> RoundEnd {
         let mut answered = 0;
         while answered < expected {
             let left = until.saturating_duration_since(Instant::now());
@@ -192,13 +200,15 @@ impl Quorum {
                 Ok(reply) => {
                     answered += 1;
                     if take(reply.node, reply.answer) {
-                        return false;
+                        return RoundEnd::Heard;
                     }
                 }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return true,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                    return RoundEnd::OutOfTime
+                }
             }
         }
-        false
+        RoundEnd::Heard
     }
 
     fn all(&self) -> std::ops::Range<usize> {
@@ -312,7 +322,7 @@ impl Quorum {
         });
         let mut tally = Tally::new(self.nodes.len());
         tally.yes = have_it;
-        tally.timed_out = self.collect(round, behind.len(), deadline, |node, answer| {
+        let end = self.collect(round, behind.len(), deadline, |node, answer| {
             match answer {
                 Answer::RaiseFence(Ok(())) => tally.yes.push(node),
                 Answer::RaiseFence(Err(err)) => tally.fail(node, &err),
@@ -320,6 +330,7 @@ impl Quorum {
             }
             tally.won()
         });
+        tally.timed_out = end == RoundEnd::OutOfTime;
         if tally.won() {
             Ok(fence)
         } else {
@@ -376,7 +387,7 @@ impl LockBackend for Quorum {
         let deadline = (started + self.timeout).min(in_time);
         let round = self.send(self.all(), || Work::Acquire { deadline });
         let mut heard = AcquireAnswers::new(self.nodes.len());
-        let timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
+        let end = self.collect(round, self.nodes.len(), deadline, |node, answer| {
             heard.take(node, answer)
         });
         // The others, briefly: their fence counts (the fence handed out is the largest of
@@ -391,7 +402,7 @@ impl LockBackend for Quorum {
             counted,
             refusals,
         } = heard;
-        tally.timed_out = timed_out;
+        tally.timed_out = end == RoundEnd::OutOfTime;
 
         if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {
@@ -447,7 +458,7 @@ impl LockBackend for Quorum {
         let started = Instant::now();
         let round = self.send(self.all(), || Work::Renew { deadline });
         let mut tally = Tally::new(self.nodes.len());
-        tally.timed_out = self.collect(round, self.nodes.len(), deadline, |node, answer| {
+        let end = self.collect(round, self.nodes.len(), deadline, |node, answer| {
             match answer {
                 Answer::Renew(Ok(Renewal::Extended { .. })) => tally.yes.push(node),
                 Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
@@ -456,6 +467,7 @@ impl LockBackend for Quorum {
             }
             tally.decided()
         });
+        tally.timed_out = end == RoundEnd::OutOfTime;
         if tally.won() {
             // Still held by a majority: a node that lost the key (it restarted empty, or
             // the key expired there during an outage) is taken again. The answers are not

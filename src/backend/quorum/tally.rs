@@ -80,6 +80,13 @@ impl Tally {
         if silent > 0 && self.timed_out {
             reasons.push(format!("{silent} gave no answer in time"));
         }
+        let transient = self.passing || silent > 0 || self.failed.is_empty();
+        // Every failure a refusal (authentication, a server error): say so, not "reached".
+        let what = if transient {
+            what
+        } else {
+            "accepted the request"
+        };
         anyhow::Error::new(BackendError {
             message: format!(
                 "too few Redis nodes {what} (a majority is {} of {}): {}",
@@ -87,7 +94,7 @@ impl Tally {
                 self.nodes,
                 reasons.join("; ")
             ),
-            transient: self.passing || silent > 0 || self.failed.is_empty(),
+            transient,
         })
     }
 }
