@@ -46,7 +46,7 @@ use crate::report;
 /// Once a round is decided, how long the nodes that have not answered get at least (twice
 /// the round's time so far if that is longer): healthy nodes answer together, so this
 /// hears them all, while a node that is down or blackholed is not waited for.
-const STRAGGLER_WAIT: Duration = Duration::from_millis(10);
+const STRAGGLER_WAIT: Duration = Duration::from_millis(20);
 
 /// How many release notices a waiter remembers, to pass each on once however the copies
 /// from different nodes interleave.
