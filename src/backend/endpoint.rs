@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisResult, Role, Value};
 
-use super::single::describe_error;
+use super::single::{describe_error, is_auth_error, time_left};
 use super::BackendError;
 
 /// Where a `redis+sentinel://` host without a port listens.
@@ -335,7 +335,8 @@ impl Endpoint {
             Kind::Server(client) => {
                 let connection = client
                     .get_connection_with_timeout(
-                        left(until).map_err(|e| describe_error(e, &display))?,
+                        time_left(Duration::MAX, Some(until))
+                            .map_err(|e| describe_error(e, &display))?,
                     )
                     .map_err(|err| describe_error(err, &display))?;
                 Ok(Node {
@@ -637,8 +638,9 @@ fn crc16(data: &[u8]) -> u16 {
 /// Connects with what is left of the time until `until`, and leaves that as the read and
 /// write timeout for the questions that follow.
 fn connect(info: ConnectionInfo, until: Instant) -> RedisResult<Connection> {
-    let connection = Client::open(info)?.get_connection_with_timeout(left(until)?)?;
-    let limit = left(until)?;
+    let connection =
+        Client::open(info)?.get_connection_with_timeout(time_left(Duration::MAX, Some(until))?)?;
+    let limit = time_left(Duration::MAX, Some(until))?;
     connection.set_read_timeout(Some(limit))?;
     connection.set_write_timeout(Some(limit))?;
     Ok(connection)
@@ -646,20 +648,6 @@ fn connect(info: ConnectionInfo, until: Instant) -> RedisResult<Connection> {
 
 fn role(connection: &mut Connection) -> RedisResult<Role> {
     redis::cmd("ROLE").query(connection)
-}
-
-/// The time left before `until`; a timeout error once it has passed.
-fn left(until: Instant) -> RedisResult<Duration> {
-    let left = until.saturating_duration_since(Instant::now());
-    if left < Duration::from_millis(1) {
-        return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left").into());
-    }
-    Ok(left)
-}
-
-fn is_auth_error(err: &redis::RedisError) -> bool {
-    err.kind() == redis::ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
 }
 
 #[cfg(test)]
