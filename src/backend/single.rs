@@ -6,7 +6,7 @@
 //! would be read as the answer to the next command); the next call reconnects.
 //!
 //! "One server" may be the master that Sentinels name or, in a Redis Cluster, the master of
-//! the lock's hash slot: `endpoint.rs` finds it; here a `MOVED` or `ASK` is followed. On
+//! the lock's hash slot: `endpoint` finds it; here a `MOVED` or `ASK` is followed. On
 //! such a master with replicas, an acquisition waits (`WAIT 1`, briefly) for a replica to
 //! have it, so that a failover right after it is unlikely to lose the key and the fence.
 
