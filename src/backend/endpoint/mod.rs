@@ -251,4 +251,46 @@ mod tests {
         assert!(kind("http+sentinel://a/m").is_err());
         assert!(kind("redis+cluster://").is_err());
     }
+
+    #[test]
+    fn errors_never_repeat_a_password() {
+        let broken = [
+            "redis+sentinel://:{pw}@s1:x/m",
+            "redis+sentinel://:{pw}@s1,,s2/m",
+            "redis+sentinel://:{pw}@s1",
+            "redis+sentinel://:{pw}@s1/m/x",
+            "redis+sentinel://:{pw}@s1/m?bad=1",
+            "redis+sentinel://u:{pw}@s1/m?sentinel_password=x&Qx=Zv",
+            "rediss+sentinel://:{pw}@s1/m#bogus",
+            "redis+cluster://u:{pw}@h:x",
+            "redis+cluster://u:{pw}@h,,g",
+            "redis+cluster://u:{pw}@h/1",
+            "redis+cluster://u:{pw}@h?Qx=Zv",
+            "rediss+cluster://u:{pw}@h#bogus",
+        ];
+        for password in url::tests::TRICKY {
+            // The pieces between the characters that end a URL's parts.
+            let pieces: Vec<&str> = password.split(|c: char| !c.is_alphanumeric()).collect();
+            for form in broken {
+                let url = form.replace("{pw}", password);
+                let Err(err) = Endpoint::new(&url, "") else {
+                    panic!("accepted {url}");
+                };
+                for piece in &pieces {
+                    assert!(!err.contains(piece), "{url}: {err}");
+                }
+            }
+            for form in ["redis+sentinel://:{pw}@s1/m", "rediss+cluster://u:{pw}@h"] {
+                let url = form.replace("{pw}", password);
+                assert!(Endpoint::new(&url, "").is_ok(), "refused {url}");
+            }
+        }
+        // The reviewer's case: the `#` once cut the user part short and the rest was
+        // quoted as a host.
+        assert!(Endpoint::new("redis+sentinel://:s3cr#et@s1/m", "").is_ok());
+        let err = Endpoint::new("redis+sentinel://:s3cr#et@s1:x/m", "")
+            .err()
+            .unwrap();
+        assert!(!err.contains("s3cr"), "{err}");
+    }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use anyhow::Result;
 use redis::{ConnectionInfo, RedisResult, Role};
 
-use super::url::{address, MultiUrl, NodeUrl};
+use super::url::{address, userinfo, MultiUrl, NodeUrl};
 use super::{connect, role, Node};
 use crate::backend::single::{describe_error, is_auth_error};
 use crate::backend::BackendError;
@@ -44,23 +44,24 @@ impl Sentinels {
             Some(db) => format!("/{db}"),
             None => String::new(),
         };
-        let (mut user, mut password) = (String::new(), None);
+        let (mut user, mut password) = ("", None);
         for (name, value) in &url.query {
             match name.as_str() {
-                "sentinel_username" => user = value.clone(),
-                "sentinel_password" => password = Some(value.clone()),
-                other => return Err(format!("unknown parameter {other:?}")),
+                "sentinel_username" => user = value,
+                "sentinel_password" => password = Some(value.as_str()),
+                // The name is not repeated: it is text from the URL, which may hold a secret.
+                _ => {
+                    return Err(String::from(
+                        "unknown parameter: the only ones are sentinel_username and \
+                         sentinel_password",
+                    ))
+                }
             }
         }
         // Sentinels keep their own credentials (often none): those in the user part are the
         // master's.
-        let sentinel_userinfo = match password {
-            Some(password) => format!("{user}:{password}@"),
-            None if !user.is_empty() => format!("{user}@"),
-            None => String::new(),
-        };
         let to_sentinel = NodeUrl {
-            userinfo: sentinel_userinfo,
+            userinfo: userinfo(user, password),
             ..url.node_url(String::new())
         };
         let sentinels = url
@@ -166,6 +167,15 @@ mod tests {
             s.sentinels[0].1.redis_settings().password(),
             Some("sp"),
             "sentinels get their own password"
+        );
+        let s =
+            Sentinels::parse("a/m?sentinel_username=n:m&sentinel_password=Qx/Zv?Wk", true).unwrap();
+        let settings = s.sentinels[0].1.redis_settings();
+        assert_eq!(settings.username(), Some("n:m"));
+        assert_eq!(settings.password(), Some("Qx/Zv?Wk"));
+        assert_eq!(
+            s.master.userinfo, "",
+            "the master's credentials are the user part's"
         );
         for bad in ["a:1", "a:1/", "a:x/m", "a,,b/m", "a/m?db=1"] {
             assert!(Sentinels::parse(bad, false).is_err(), "accepted {bad}");

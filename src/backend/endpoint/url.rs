@@ -1,6 +1,11 @@
 //! Taking `redis+sentinel://` and `redis+cluster://` URLs apart (`MultiUrl`), and the
 //! `redis://` URL of each server they lead to (`NodeUrl`). What the parts mean (a master's
 //! name, parameters, databases) is for `sentinel` and `cluster` to say.
+//!
+//! The user part runs to the *last* `@`, as `config::redact_url` has it: a password may hold
+//! `#`, `/`, `?` and `@` unescaped, so it is split off before anything else, and escaped
+//! again for the redis crate. No error here quotes the URL's text: the caller prints the
+//! redacted URL next to it, and anything else read from the URL may hold a secret.
 
 use redis::{ConnectionInfo, IntoConnectionInfo, RedisResult};
 
@@ -43,14 +48,16 @@ pub(super) struct MultiUrl {
 
 impl MultiUrl {
     pub(super) fn parse(rest: &str, tls: bool, default_port: u16) -> Result<MultiUrl, String> {
+        let (userinfo, rest) = match rest.rsplit_once('@') {
+            Some((userinfo, rest)) => match userinfo.split_once(':') {
+                Some((user, password)) => (self::userinfo(user, Some(password)), rest),
+                None => (self::userinfo(userinfo, None), rest),
+            },
+            None => (String::new(), rest),
+        };
         let (rest, fragment) = match rest.split_once('#') {
             Some((rest, fragment)) => (rest, format!("#{fragment}")),
             None => (rest, String::new()),
-        };
-        // The user part runs to the last `@`, as in `redact_url`.
-        let (userinfo, rest) = match rest.rsplit_once('@') {
-            Some((userinfo, rest)) => (format!("{userinfo}@"), rest),
-            None => (String::new(), rest),
         };
         let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (hosts, path) = match rest.find('/') {
@@ -59,7 +66,8 @@ impl MultiUrl {
         };
         let hosts = hosts
             .split(',')
-            .map(|host| with_port(host, default_port))
+            .enumerate()
+            .map(|(at, host)| with_port(host, default_port, at + 1))
             .collect::<Result<Vec<_>, _>>()?;
         let query = query
             .split('&')
@@ -89,8 +97,9 @@ impl MultiUrl {
     }
 }
 
-/// `host:port` for a host written with or without its port (IPv6 in brackets).
-fn with_port(host: &str, default_port: u16) -> Result<String, String> {
+/// `host:port` for a host written with or without its port (IPv6 in brackets). The error
+/// names the host by its place in the list, `number`, not by its text.
+fn with_port(host: &str, default_port: u16, number: usize) -> Result<String, String> {
     if host.is_empty() {
         return Err(String::from("a host is missing from the list"));
     }
@@ -104,7 +113,32 @@ fn with_port(host: &str, default_port: u16) -> Result<String, String> {
     let (name, port) = host.rsplit_once(':').unwrap_or((host, ""));
     match port.parse::<u16>() {
         Ok(_) if !name.is_empty() => Ok(host.to_string()),
-        _ => Err(format!("{host:?} is not host:port")),
+        _ => Err(format!(
+            "host {number} of the list is not HOST or HOST:PORT"
+        )),
+    }
+}
+
+/// `user:password@` (or `user@`, or nothing) for a `redis://` URL, with what would end the
+/// user part early (`/`, `?`, `#`, `@`) or move the split between name and password (`:`
+/// in the name) percent-escaped. Escapes already there are kept: the redis crate decodes
+/// them, as it does in any `redis://` URL.
+pub(super) fn userinfo(user: &str, password: Option<&str>) -> String {
+    let escape = |text: &str, colon: bool| {
+        let mut escaped = String::with_capacity(text.len());
+        for ch in text.chars() {
+            match ch {
+                '/' | '?' | '#' | '@' => escaped.push_str(&format!("%{:02X}", ch as u32)),
+                ':' if colon => escaped.push_str("%3A"),
+                ch => escaped.push(ch),
+            }
+        }
+        escaped
+    };
+    match password {
+        Some(password) => format!("{}:{}@", escape(user, true), escape(password, false)),
+        None if !user.is_empty() => format!("{}@", escape(user, true)),
+        None => String::new(),
     }
 }
 
@@ -114,5 +148,60 @@ pub(super) fn address(host: &str, port: u16) -> String {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// Passwords that hold what ends a URL's parts, each in pieces that no message has.
+    pub(in crate::backend::endpoint) const TRICKY: [&str; 7] = [
+        "Qx#Zv",
+        "Qx/Zv",
+        "Qx?Zv",
+        "Qx@Zv",
+        "Qx:Zv",
+        "Qx#Zv/Wk?Jp@Yb",
+        "Qx@Zv#Wk,Jp@Yb",
+    ];
+
+    #[test]
+    fn the_user_part_runs_to_the_last_at_and_survives_intact() {
+        for password in TRICKY {
+            let rest = format!("me:{password}@h1,h2:7/m?a=1#insecure");
+            let url = MultiUrl::parse(&rest, true, 1).unwrap();
+            assert_eq!(url.hosts, ["h1:1", "h2:7"], "{password}");
+            assert_eq!(url.path, "/m");
+            assert_eq!(url.query, [(String::from("a"), String::from("1"))]);
+            let info = url.node_url(String::new()).info("h1:1").unwrap();
+            assert_eq!(info.redis_settings().username(), Some("me"));
+            assert_eq!(info.redis_settings().password(), Some(password));
+        }
+        // Escapes written in the URL are the redis crate's to decode, as in redis://.
+        let url = MultiUrl::parse(":a%2Fb@h", false, 1).unwrap();
+        let info = url.node_url(String::new()).info("h:1").unwrap();
+        assert_eq!(info.redis_settings().password(), Some("a/b"));
+    }
+
+    #[test]
+    fn user_parts_are_escaped_for_the_redis_crate() {
+        assert_eq!(userinfo("", None), "");
+        assert_eq!(userinfo("u", None), "u@");
+        assert_eq!(userinfo("", Some("p")), ":p@");
+        assert_eq!(
+            userinfo("a:b", Some("c:d/e?f#g@h")),
+            "a%3Ab:c:d%2Fe%3Ff%23g%40h@"
+        );
+    }
+
+    #[test]
+    fn bad_hosts_are_named_by_place() {
+        let err = MultiUrl::parse("Qx:Zv,h", false, 1).err().unwrap();
+        assert_eq!(err, "host 1 of the list is not HOST or HOST:PORT");
+        assert!(MultiUrl::parse("h,,g", false, 1).is_err());
+        assert!(MultiUrl::parse("h:70000", false, 1).is_err());
+        let url = MultiUrl::parse("[::1]:3,[::1]", false, 1).unwrap();
+        assert_eq!(url.hosts, ["[::1]:3", "[::1]:1"]);
     }
 }
