@@ -1,17 +1,18 @@
 //! Redis Cluster (`redis+cluster://`): the URL's form, the slot map and the hash slot of a
-//! key. `CLUSTER SLOTS` from any reachable node (the nodes last seen, then the URL's seeds)
-//! maps slots to masters; a command with keys goes to the owner of its first key's slot
-//! (every key of one lock shares a hash tag, so one slot). Following `MOVED` and `ASK` is
-//! `single.rs`'s part; a `MOVED` or any failure marks the map stale, and the next call
-//! reads it again.
+//! key. `CLUSTER SLOTS` from any reachable node maps slots to masters: the node that gave
+//! the map last is asked first, then the masters last seen and the URL's seeds, and those
+//! that failed last time at the end, each in its share of the time. A command with keys
+//! goes to the owner of its first key's slot (every key of one lock shares a hash tag, so
+//! one slot). Following `MOVED` and `ASK` is `single.rs`'s part; a `MOVED` or any failure
+//! marks the map stale, and the next call reads it again.
 
 use std::time::Instant;
 
 use anyhow::Result;
 use redis::{ConnectionInfo, RedisResult, Value};
 
-use super::connect;
 use super::url::{address, MultiUrl, NodeUrl};
+use super::{connect, reason, share_until};
 use crate::backend::single::{describe_error, is_auth_error};
 use crate::backend::BackendError;
 
@@ -27,6 +28,11 @@ pub(super) struct Cluster {
     slots: Vec<(u16, u16, String)>,
     /// Whether the map may be out of date (a redirection or a failure since the refresh).
     stale: bool,
+    /// The node that gave the map last: asked first next time.
+    answered: Option<String>,
+    /// Nodes that failed when last asked: asked last, so that one that hangs does not cost
+    /// every refresh its share of the time.
+    failed: Vec<String>,
 }
 
 impl Cluster {
@@ -47,6 +53,8 @@ impl Cluster {
             nodes,
             slots: Vec::new(),
             stale: true,
+            answered: None,
+            failed: Vec::new(),
         })
     }
 
@@ -95,29 +103,34 @@ impl Cluster {
         }
     }
 
-    /// Reads the slot map from the first node that answers: those last seen, then the seeds.
+    /// Reads the slot map from the first node that answers (in `candidates` order), each
+    /// node in its share of the time before `until`.
     fn refresh(&mut self, until: Instant, display: &str) -> Result<()> {
-        let mut candidates: Vec<String> = self.slots.iter().map(|(_, _, a)| a.clone()).collect();
-        candidates.extend(self.seeds.iter().cloned());
-        let mut seen = Vec::new();
-        candidates.retain(|address| {
-            let new = !seen.contains(address);
-            seen.push(address.clone());
-            new
-        });
+        let candidates = self.candidates();
+        self.failed.retain(|address| candidates.contains(address));
+        let count = candidates.len();
         let mut last = String::from("no node answered");
-        for asked in &candidates {
-            let read = self.nodes.info(asked).and_then(|info| {
-                let mut connection = connect(info, until)?;
+        for (step, asked) in candidates.into_iter().enumerate() {
+            let Ok(by) = share_until(until, count - step) else {
+                last = match step {
+                    0 => String::from("no time left to ask a node"),
+                    _ => format!("{last}; no time left to ask the others"),
+                };
+                break;
+            };
+            let read = self.nodes.info(&asked).and_then(|info| {
+                let mut connection = connect(info, by)?;
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
                     .query::<Value>(&mut connection)
             });
             match read {
-                Ok(reply) => match parse_slots(reply, asked) {
+                Ok(reply) => match parse_slots(reply, &asked) {
                     Some(slots) if !slots.is_empty() => {
                         self.slots = slots;
                         self.stale = false;
+                        self.failed.retain(|address| *address != asked);
+                        self.answered = Some(asked);
                         return Ok(());
                     }
                     _ => last = format!("{asked} serves no slots"),
@@ -125,13 +138,34 @@ impl Cluster {
                 Err(err) if is_auth_error(&err) => {
                     return Err(describe_error(err, &format!("{display} (node {asked})")));
                 }
-                Err(err) => last = format!("{asked}: {err}"),
+                Err(err) => last = format!("{asked}: {}", reason(&err)),
+            }
+            if !self.failed.contains(&asked) {
+                self.failed.push(asked);
             }
         }
         Err(anyhow::Error::new(BackendError {
             message: format!("cannot read the slot map of {display}: {last}"),
             transient: true,
         }))
+    }
+
+    /// The nodes to ask for the slot map, each once, in order: the one that gave it last,
+    /// the masters last seen, the URL's seeds; those that failed when last asked go last.
+    fn candidates(&self) -> Vec<String> {
+        let mut candidates: Vec<String> = Vec::new();
+        let known = self
+            .answered
+            .iter()
+            .chain(self.slots.iter().map(|(_, _, a)| a));
+        for address in known.chain(&self.seeds) {
+            if !candidates.contains(address) {
+                candidates.push(address.clone());
+            }
+        }
+        // A stable sort: the order above holds within each group.
+        candidates.sort_by_key(|address| self.failed.contains(address));
+        candidates
     }
 }
 
@@ -202,6 +236,52 @@ fn crc16(data: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::endpoint::tests::{blackhole, bulk, fake_server};
+    use std::time::Duration;
+
+    /// A one-node cluster: it serves every slot.
+    fn lone_node() -> String {
+        fake_server(|me, command| match command[0].as_str() {
+            "CLUSTER" => {
+                let (host, port) = me.rsplit_once(':').unwrap();
+                let master = format!("*3\r\n{}:{port}\r\n{}", bulk(host), bulk("id"));
+                format!("*1\r\n*3\r\n:0\r\n:16383\r\n{master}")
+            }
+            _ => String::from("-ERR unexpected\r\n"),
+        })
+    }
+
+    #[test]
+    fn a_node_that_never_answers_is_passed_and_then_asked_last() {
+        let node = lone_node();
+        let (_hole, hole) = blackhole();
+        let mut cluster = Cluster::parse(&format!("{hole},{node}"), false).unwrap();
+        let until = Instant::now() + Duration::from_secs(1);
+        let owner = cluster.owner(42, until, "test");
+        assert_eq!(owner.map_err(|err| format!("{err:#}")), Ok(node.clone()));
+        assert!(Instant::now() < until);
+        assert_eq!(cluster.candidates(), [node.clone(), hole.clone()]);
+        cluster.mark_stale();
+        let started = Instant::now();
+        cluster
+            .owner(42, started + Duration::from_secs(1), "test")
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "waited for the silent node: {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn nodes_are_asked_last_answered_first_and_last_failed_last() {
+        let mut cluster = Cluster::parse("a:1,b:1,c:1", false).unwrap();
+        assert_eq!(cluster.candidates(), ["a:1", "b:1", "c:1"]);
+        cluster.slots = vec![(0, 99, "d:1".into()), (100, 16383, "a:1".into())];
+        cluster.answered = Some("c:1".into());
+        cluster.failed = vec!["a:1".into(), "d:1".into()];
+        assert_eq!(cluster.candidates(), ["c:1", "b:1", "d:1", "a:1"]);
+    }
 
     #[test]
     fn slots_match_redis_cluster() {

@@ -10,9 +10,15 @@
 //! crate's own clients, because every network step must end within `--redis-timeout` (and a
 //! renewal's deadline): the crate's sync Sentinel client connects without a time limit, and
 //! its `ClusterConnection` pings a new node with no read timeout and sleeps and retries on
-//! its own schedule. Here each connect, each question to a sentinel and each slot-map
-//! refresh gets the time left before the step's end, and nothing is retried behind the
-//! caller's back, so a renewal's timing stays `renew.rs`'s to decide.
+//! its own schedule. Here each connect and each question gets the time left before the
+//! step's end, and nothing is retried behind the caller's back, so a renewal's timing stays
+//! `renew.rs`'s to decide.
+//!
+//! A search over several servers (the sentinels, or the nodes that may have a slot map)
+//! gives each one only its share of that time (`share`): a host that is blackholed or
+//! frozen accepts a connection and never answers, and would otherwise take all of every
+//! search, so that after a failover the new master is never found. Each search also starts
+//! with the server that answered last and leaves those that just failed for the end.
 //!
 //! On masters that have replicas (Sentinel and Cluster), connecting also asks `ROLE` for how
 //! many are attached, so that an acquisition can wait for one of them (see `single.rs`).
@@ -27,7 +33,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use redis::{Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisResult, Role};
+use redis::{
+    Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisError, RedisResult, Role,
+};
 
 use super::single::{describe_error, time_left};
 use cluster::Cluster;
@@ -215,6 +223,36 @@ impl Endpoint {
     }
 }
 
+/// The least time one server of a search is given, however many are left to ask: enough to
+/// connect and ask across a network, when the time left would make equal parts too small.
+const MIN_SHARE: Duration = Duration::from_millis(50);
+
+/// How long the next of `candidates` servers still to be asked may take, out of `left`: an
+/// equal part, so that one that never answers leaves the others their turn; no less than
+/// `MIN_SHARE` unless less is left. A server that answers sooner leaves its unused time to
+/// those after it.
+fn share(left: Duration, candidates: usize) -> Duration {
+    let parts = u32::try_from(candidates.max(1)).unwrap_or(u32::MAX);
+    (left / parts).max(MIN_SHARE).min(left)
+}
+
+/// The moment by which the next of `candidates` servers must have answered, out of the time
+/// before `until`; a timeout error once none is left.
+fn share_until(until: Instant, candidates: usize) -> RedisResult<Instant> {
+    let left = time_left(Duration::MAX, Some(until))?;
+    Ok(Instant::now() + share(left, candidates))
+}
+
+/// Why one server of a search did not help, for the message when none did. A read that
+/// timed out says "Resource temporarily unavailable".
+fn reason(err: &RedisError) -> String {
+    if err.is_timeout() {
+        String::from("no answer in time")
+    } else {
+        err.to_string()
+    }
+}
+
 /// Connects with what is left of the time until `until`, and leaves that as the read and
 /// write timeout for the questions that follow.
 fn connect(info: ConnectionInfo, until: Instant) -> RedisResult<Connection> {
@@ -231,8 +269,79 @@ fn role(connection: &mut Connection) -> RedisResult<Role> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::Arc;
+
+    /// A server on a loopback port that answers each command with `answer(its own address,
+    /// command)`, RESP text. Returns its address.
+    pub(in crate::backend::endpoint) fn fake_server(
+        answer: impl Fn(&str, &[String]) -> String + Send + Sync + 'static,
+    ) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let me = address.clone();
+        let answer = Arc::new(answer);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (answer, me) = (Arc::clone(&answer), me.clone());
+                std::thread::spawn(move || serve(stream, &me, &*answer));
+            }
+        });
+        address
+    }
+
+    fn serve(stream: TcpStream, me: &str, answer: &dyn Fn(&str, &[String]) -> String) {
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        let mut read_line = |line: &mut String| {
+            line.clear();
+            reader.read_line(line).is_ok_and(|read| read > 0)
+        };
+        // Each command is an array of bulk strings: `*N`, then `$len` and the bytes N times.
+        while read_line(&mut line) {
+            let count: usize = line.trim().trim_start_matches('*').parse().unwrap();
+            let mut command = Vec::new();
+            for _ in 0..count {
+                assert!(read_line(&mut line) && read_line(&mut line));
+                command.push(line.trim_end().to_string());
+            }
+            if writer.write_all(answer(me, &command).as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A host that accepts connections and never answers, as a blackholed or frozen server
+    /// does: the kernel completes the handshake for a listener that nobody accepts from.
+    /// Answers stay away for as long as the listener lives.
+    pub(in crate::backend::endpoint) fn blackhole() -> (TcpListener, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        (listener, address)
+    }
+
+    /// A RESP bulk string.
+    pub(in crate::backend::endpoint) fn bulk(text: &str) -> String {
+        format!("${}\r\n{text}\r\n", text.len())
+    }
+
+    #[test]
+    fn each_server_of_a_search_gets_its_share() {
+        let ms = Duration::from_millis;
+        assert_eq!(share(ms(3000), 3), ms(1000), "equal parts");
+        assert_eq!(share(ms(3000), 1), ms(3000), "the last one gets the rest");
+        assert_eq!(share(ms(3000), 0), ms(3000));
+        assert_eq!(share(ms(120), 3), MIN_SHARE, "never less than MIN_SHARE…");
+        assert_eq!(share(ms(30), 3), ms(30), "…unless less is left");
+        let until = Instant::now() + ms(900);
+        let by = share_until(until, 3).unwrap();
+        assert!(by <= Instant::now() + ms(300) && by < until);
+        assert!(share_until(Instant::now(), 3).unwrap_err().is_timeout());
+    }
 
     #[test]
     fn schemes_choose_the_deployment() {

@@ -1,10 +1,11 @@
 //! The master that a set of Sentinels names (`redis+sentinel://`): the URL's form, and the
 //! search, on every (re)connect, that asks the sentinels in turn
-//! (`SENTINEL GET-MASTER-ADDR-BY-NAME`), starting with the one that answered last, and
-//! accepts a server only when it says `ROLE` master: right after a failover a sentinel may
-//! still name the old master, now a replica. Sending commands to the master, and dropping
-//! its connection after a failure (including the `READONLY` a demoted master answers), is
-//! `single.rs`'s part.
+//! (`SENTINEL GET-MASTER-ADDR-BY-NAME`) and accepts a server only when it says `ROLE`
+//! master: right after a failover a sentinel may still name the old master, now a replica.
+//! Each sentinel, with the master it names, gets its share of the search's time; the search
+//! starts with the one that answered last, or past the one that failed last. Sending
+//! commands to the master, and dropping its connection after a failure (including the
+//! `READONLY` a demoted master answers), is `single.rs`'s part.
 
 use std::time::Instant;
 
@@ -12,7 +13,7 @@ use anyhow::Result;
 use redis::{ConnectionInfo, RedisResult, Role};
 
 use super::url::{address, userinfo, MultiUrl, NodeUrl};
-use super::{connect, role, Node};
+use super::{connect, reason, role, share_until, Node};
 use crate::backend::single::{describe_error, is_auth_error};
 use crate::backend::BackendError;
 
@@ -81,52 +82,38 @@ impl Sentinels {
         })
     }
 
-    /// Asks the sentinels for the master and connects to it, all by `until`.
+    /// Asks the sentinels for the master and connects to it, all by `until`, each sentinel
+    /// (and the master it names) in its share of the time.
     pub(super) fn master(&mut self, until: Instant, display: &str) -> Result<Node> {
         let count = self.sentinels.len();
         let mut unknown = 0;
         let mut last = String::from("no sentinel answered");
+        let first = self.preferred;
         for step in 0..count {
-            let index = (self.preferred + step) % count;
-            let (sentinel, info) = &self.sentinels[index];
-            let address = match ask_sentinel(info, &self.service, until) {
-                Ok(Some(address)) => address,
-                Ok(None) => {
-                    unknown += 1;
-                    last = format!("sentinel {sentinel} knows no master {:?}", self.service);
-                    continue;
-                }
-                Err(err) => {
-                    last = format!("sentinel {sentinel}: {err}");
-                    continue;
-                }
+            let index = (first + step) % count;
+            let Ok(by) = share_until(until, count - step) else {
+                last = match step {
+                    0 => String::from("no time left to ask a sentinel"),
+                    _ => format!("{last}; no time left to ask the others"),
+                };
+                break;
             };
-            let opened = self.master.info(&address).and_then(|info| {
-                let mut connection = connect(info, until)?;
-                let role = role(&mut connection)?;
-                Ok((connection, role))
-            });
-            match opened {
-                Ok((connection, Role::Primary { replicas, .. })) => {
+            match self.ask(index, by, display) {
+                Ok(node) => {
                     self.preferred = index;
-                    return Ok(Node {
-                        connection,
-                        replicas: Some(replicas.len()),
-                    });
+                    return Ok(node);
                 }
-                Ok(_) => {
-                    last = format!(
-                        "{address}, which sentinel {sentinel} names as the master, is not a \
-                         master (a failover is under way)"
-                    );
+                Err(Miss::Refused(err)) => return Err(err),
+                Err(Miss::Unknown(why)) => {
+                    unknown += 1;
+                    last = why;
                 }
-                Err(err) if is_auth_error(&err) => {
-                    return Err(describe_error(
-                        err,
-                        &format!("{display} (master {address})"),
-                    ));
-                }
-                Err(err) => last = format!("master {address} from sentinel {sentinel}: {err}"),
+                Err(Miss::Failed(why)) => last = why,
+            }
+            // The next search starts past a sentinel that did not help: one that hangs would
+            // otherwise cost every search its share.
+            if self.preferred == index {
+                self.preferred = (index + 1) % count;
             }
         }
         let message = format!("cannot find the master of {display}: {last}");
@@ -134,6 +121,57 @@ impl Sentinels {
         let transient = unknown < count;
         Err(anyhow::Error::new(BackendError { message, transient }))
     }
+
+    /// Asks sentinel `index` for the master and connects to the server it names, all by `by`.
+    fn ask(&self, index: usize, by: Instant, display: &str) -> Result<Node, Miss> {
+        let (sentinel, info) = &self.sentinels[index];
+        let address = match ask_sentinel(info, &self.service, by) {
+            Ok(Some(address)) => address,
+            Ok(None) => {
+                let why = format!("sentinel {sentinel} knows no master {:?}", self.service);
+                return Err(Miss::Unknown(why));
+            }
+            Err(err) => {
+                return Err(Miss::Failed(format!(
+                    "sentinel {sentinel}: {}",
+                    reason(&err)
+                )))
+            }
+        };
+        let opened = self.master.info(&address).and_then(|info| {
+            let mut connection = connect(info, by)?;
+            let role = role(&mut connection)?;
+            Ok((connection, role))
+        });
+        match opened {
+            Ok((connection, Role::Primary { replicas, .. })) => Ok(Node {
+                connection,
+                replicas: Some(replicas.len()),
+            }),
+            Ok(_) => Err(Miss::Failed(format!(
+                "{address}, which sentinel {sentinel} names as the master, is not a master (a \
+                 failover is under way)"
+            ))),
+            Err(err) if is_auth_error(&err) => Err(Miss::Refused(describe_error(
+                err,
+                &format!("{display} (master {address})"),
+            ))),
+            Err(err) => Err(Miss::Failed(format!(
+                "master {address} from sentinel {sentinel}: {}",
+                reason(&err)
+            ))),
+        }
+    }
+}
+
+/// Why one sentinel did not lead to the master.
+enum Miss {
+    /// It knows no master by that name.
+    Unknown(String),
+    /// It, or the server it named, failed or did not answer in time; another may do better.
+    Failed(String),
+    /// The master turned our credentials down: asking another sentinel will not help.
+    Refused(anyhow::Error),
 }
 
 /// The master's address by one sentinel; `None` when it knows no master by that name.
@@ -153,6 +191,64 @@ fn ask_sentinel(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::endpoint::tests::{blackhole, bulk, fake_server};
+    use std::time::Duration;
+
+    /// A master, and a sentinel that names it.
+    fn master_and_sentinel() -> (String, String) {
+        let master = fake_server(|_, command| match command[0].as_str() {
+            "ROLE" => format!("*3\r\n{}:0\r\n*0\r\n", bulk("master")),
+            _ => String::from("-ERR unexpected\r\n"),
+        });
+        let (host, port) = master.rsplit_once(':').unwrap();
+        let named = format!("*2\r\n{}{}", bulk(host), bulk(port));
+        let sentinel = fake_server(move |_, _| named.clone());
+        (master, sentinel)
+    }
+
+    #[test]
+    fn a_sentinel_that_never_answers_leaves_time_for_the_others() {
+        let (_master, sentinel) = master_and_sentinel();
+        let (_hole, hole) = blackhole();
+        let mut sentinels = Sentinels::parse(&format!("{hole},{sentinel}/m"), false).unwrap();
+        // The silent one is asked first and gets half the time; the other answers in the
+        // rest.
+        let until = Instant::now() + Duration::from_secs(1);
+        let node = sentinels.master(until, "test");
+        assert!(node.is_ok(), "{:#}", node.err().unwrap());
+        assert!(Instant::now() < until);
+        assert_eq!(
+            sentinels.preferred, 1,
+            "the one that answered is asked first"
+        );
+        let started = Instant::now();
+        sentinels
+            .master(started + Duration::from_secs(1), "test")
+            .unwrap();
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "waited for the silent sentinel: {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_sentinel_that_failed_is_not_asked_first_next_time() {
+        let (_master, sentinel) = master_and_sentinel();
+        let (_hole, hole) = blackhole();
+        let mut sentinels = Sentinels::parse(&format!("{hole},{sentinel}/m"), false).unwrap();
+        // Too little time for the silent one's share to leave any for the other.
+        let _ = sentinels.master(Instant::now() + MIN_TIME, "test");
+        assert_eq!(sentinels.preferred, 1);
+        let started = Instant::now();
+        sentinels
+            .master(started + Duration::from_secs(1), "test")
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_millis(500));
+    }
+
+    /// Less than one server's least share.
+    const MIN_TIME: Duration = Duration::from_millis(20);
 
     #[test]
     fn sentinel_urls() {
