@@ -6,7 +6,7 @@
 //! would be read as the answer to the next command); the next call reconnects.
 //!
 //! "One server" may be the master that Sentinels name or, in a Redis Cluster, the master of
-//! the lock's hash slot: `endpoint.rs` finds it; here a `MOVED` or `ASK` is followed. On
+//! the lock's hash slot: `endpoint` finds it; here a `MOVED` or `ASK` is followed. On
 //! such a master with replicas, an acquisition waits (`WAIT 1`, briefly) for a replica to
 //! have it, so that a failover right after it is unlikely to lose the key and the fence.
 
@@ -175,7 +175,7 @@ impl Session<'_> {
     ) -> Result<std::result::Result<T, (RedisError, String)>> {
         let mut redirect: Option<(String, bool)> = None;
         for _ in 0..=MAX_REDIRECTS {
-            let limit = time_left(self.timeout, self.deadline)?;
+            let limit = time_left(self.timeout, self.deadline).map_err(anyhow::Error::msg)?;
             let target = match (&redirect, key, &self.node) {
                 (Some((address, _)), _, _) => Target::Node(address),
                 (None, Some(key), _) => Target::Key(key),
@@ -186,7 +186,7 @@ impl Session<'_> {
             let node_replicas = node.replicas;
             let connection = &mut node.connection;
             // Connecting took some of the time.
-            let limit = time_left(self.timeout, self.deadline)?;
+            let limit = time_left(self.timeout, self.deadline).map_err(anyhow::Error::msg)?;
             let armed = connection
                 .set_read_timeout(Some(limit))
                 .and_then(|()| connection.set_write_timeout(Some(limit)));
@@ -412,7 +412,7 @@ impl Link {
         commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
     ) -> Result<T> {
         self.sent = false;
-        time_left(self.timeout, deadline)?;
+        time_left(self.timeout, deadline).map_err(anyhow::Error::msg)?;
         let mut session = Session {
             endpoint: &mut self.endpoint,
             node: node.map(str::to_string),
@@ -593,15 +593,18 @@ fn listen(
     }
 }
 
-/// How long the next read or write may take: the configured timeout, or less if the
-/// deadline is sooner. An error once the deadline has passed.
-fn time_left(timeout: Duration, deadline: Option<Instant>) -> Result<Duration> {
+/// How long the next step may take: `timeout`, or less if `deadline` is sooner. Once the
+/// deadline has passed, a timeout error, as a read that waited too long would give, so that
+/// `endpoint`'s searches describe it like one. A call here passes it on as a plain message
+/// (`anyhow::Error::msg`: `{:#}` would repeat the I/O error under it).
+pub(super) fn time_left(timeout: Duration, deadline: Option<Instant>) -> RedisResult<Duration> {
     let Some(deadline) = deadline else {
         return Ok(timeout);
     };
     let left = deadline.saturating_duration_since(Instant::now());
     if left < Duration::from_millis(1) {
-        return Err(anyhow!("no time left to reach Redis"));
+        let out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left to reach Redis");
+        return Err(out.into());
     }
     Ok(left.min(timeout))
 }
@@ -609,10 +612,7 @@ fn time_left(timeout: Duration, deadline: Option<Instant>) -> Result<Duration> {
 /// Turns a Redis error into one line that says what failed and where, never with a password.
 pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
     let message = match err.kind() {
-        ErrorKind::AuthenticationFailed => format!("authentication failed at {display}: {err}"),
-        ErrorKind::Server(_) if is_auth_error(&err) => {
-            format!("authentication failed at {display}: {err}")
-        }
+        _ if is_auth_error(&err) => format!("authentication failed at {display}: {err}"),
         ErrorKind::Io if err.is_connection_refusal() => {
             format!("cannot connect to {display}: {err}")
         }
@@ -641,6 +641,51 @@ pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
     })
 }
 
-fn is_auth_error(err: &RedisError) -> bool {
-    matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+/// Whether the server turned our credentials down: a refusal that retrying will not change.
+pub(super) fn is_auth_error(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(line: &str) -> RedisError {
+        let reply = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).unwrap();
+        reply.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn refused_credentials_are_auth_errors_however_they_come() {
+        // The handshake's own failure (a bad password at connect) and a server's refusal
+        // afterwards are both permanent: no retry, no waiting.
+        let at_connect = RedisError::from((ErrorKind::AuthenticationFailed, "bad password"));
+        assert!(is_auth_error(&at_connect));
+        for line in [
+            "NOAUTH Authentication required.",
+            "WRONGPASS invalid",
+            "NOPERM no",
+        ] {
+            assert!(is_auth_error(&server_error(line)), "{line}");
+        }
+        assert!(!is_auth_error(&server_error("READONLY replica")));
+        let described = describe_error(at_connect, "redis://h:1");
+        assert!(!is_transient(&described), "{described:#}");
+        assert!(format!("{described:#}").starts_with("authentication failed at redis://h:1"));
+    }
+
+    #[test]
+    fn time_left_is_the_sooner_of_timeout_and_deadline() {
+        let second = Duration::from_secs(1);
+        assert_eq!(time_left(second, None).unwrap(), second);
+        let soon = Instant::now() + Duration::from_millis(200);
+        assert!(time_left(second, Some(soon)).unwrap() <= Duration::from_millis(200));
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(time_left(second, Some(far)).unwrap(), second);
+        let past = time_left(second, Some(Instant::now())).unwrap_err();
+        assert!(past.is_timeout(), "{past}");
+        // Described like any read that waited too long: worth another try.
+        assert!(is_transient(&describe_error(past, "redis://h:1")));
+    }
 }

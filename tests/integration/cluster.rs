@@ -2,7 +2,7 @@
 //! `deployments`), reached through a URL that names only the first. Locks on keys in
 //! different slots land on their own masters; `status`, `list` and `release` see all of
 //! them; semaphores, fences and release wake-ups work; a slot moved while a lock is held is
-//! followed through `ASK` and `MOVED`.
+//! followed through `ASK` and `MOVED`; a node that hangs does not hide the others.
 
 use std::time::Duration;
 
@@ -221,4 +221,30 @@ fn a_slot_moved_while_held_is_followed_through_ask_and_moved() {
     out.assert_code(0);
     let next: u64 = out.stdout_str().trim().parse().unwrap();
     assert_eq!(next, fence_of(&dir, "moving") + 1);
+}
+
+/// A seed that hangs (frozen: the kernel takes connections, nobody answers) is what a
+/// blackholed host looks like. Reading the slot map gives it only its share of
+/// `--redis-timeout`, then asks the next seed. (All within the cluster's 5s node timeout:
+/// after that the others would call the cluster down.)
+#[test]
+fn a_frozen_seed_does_not_hide_the_other_nodes() {
+    let mut cluster = Cluster::start();
+    let names = cluster.names_on_each_node();
+    let hosts: Vec<String> = cluster.nodes.iter().map(|node| node.address()).collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    cluster.nodes[0].freeze();
+    let out = Wrapper::new(&url)
+        .args([
+            "-k",
+            &names[1],
+            "--redis-timeout",
+            "1s",
+            "--no-wait",
+            "--",
+            "true",
+        ])
+        .run();
+    out.assert_code(0);
+    assert!(cluster.nodes[1].query::<bool>(&["EXISTS", &format!("{{redlock:{}}}:fence", names[1])]));
 }

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{free_port, wait_until, which, TempDir, Wrapper};
+use crate::support::{free_port, signal, wait_until, which, TempDir, Wrapper};
 
 /// The master's name in the sentinels' configuration.
 pub const SERVICE: &str = "mymaster";
@@ -36,6 +36,8 @@ pub struct Process {
     child: Option<Child>,
     port: u16,
     dir: TempDir,
+    /// Stopped with SIGSTOP: it accepts connections (the kernel does) and never answers.
+    frozen: bool,
 }
 
 impl Process {
@@ -72,6 +74,7 @@ impl Process {
                 child: Some(child),
                 port,
                 dir,
+                frozen: false,
             };
             match process.until_ready() {
                 Ok(()) => return process,
@@ -148,6 +151,14 @@ impl Process {
                 calls.split(',').next()?.parse().ok()
             })
             .unwrap_or(0)
+    }
+
+    /// SIGSTOP: what a blackholed host looks like from outside. The kill on drop still
+    /// works.
+    pub fn freeze(&mut self) {
+        let pid = self.child.as_ref().expect("a running process").id();
+        signal(pid as i32, libc::SIGSTOP);
+        self.frozen = true;
     }
 
     /// SIGKILL: gone at once, with no chance to hand anything over.
@@ -272,12 +283,14 @@ impl SentinelSet {
         Wrapper::new(&self.url())
     }
 
-    /// Waits until every sentinel names the replica as the master and it says so itself.
+    /// Waits until every sentinel (but a frozen one) names the replica as the master and it
+    /// says so itself.
     #[track_caller]
     pub fn wait_for_promotion(&self) {
         let port = self.replica.port();
         wait_until(SETTLE, "the sentinels to promote the replica", || {
-            self.sentinels.iter().all(|sentinel| {
+            let awake = self.sentinels.iter().filter(|sentinel| !sentinel.frozen);
+            awake.into_iter().all(|sentinel| {
                 sentinel
                     .try_query::<Option<(String, u16)>>(&[
                         "SENTINEL",

@@ -2,7 +2,8 @@
 //! master is killed or switched over while a holder runs, and what follows is what README's
 //! "Guarantees and limits" says: a lock that reached the replica carries on at the new
 //! master; one that did not is lost, the holder stops with 76 at its next renewal, and until
-//! then a second holder can start.
+//! then a second holder can start. A sentinel that hangs does not keep anyone from the
+//! master.
 
 use std::time::Duration;
 
@@ -165,4 +166,39 @@ fn status_list_and_release_find_the_master() {
     let out = Wrapper::new(&url).args(["-k", "x", "--", "true"]).run();
     out.assert_code(125)
         .assert_stderr_contains("knows no master \"nosuchmaster\"");
+}
+
+/// A sentinel that hangs (frozen: the kernel takes connections, nobody answers) is what a
+/// blackholed host looks like. It is the first in the URL and the one the holder's searches
+/// start with; each search gives it only its share of the time and asks the others, so the
+/// holder finds the new master after a failover, and a new run finds it within a
+/// `--redis-timeout` that the frozen sentinel alone would use up.
+#[test]
+fn a_frozen_sentinel_does_not_hide_the_new_master() {
+    let mut set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-frozen");
+    let holder = start_holder(&set, &dir, "frozen");
+    set.sentinels[0].freeze();
+    set.master.kill();
+    set.wait_for_promotion();
+    wait_until(SETTLE, "a renewal on the new master", || {
+        set.replica.calls("evalsha") > 0
+    });
+
+    let out = set
+        .cmd()
+        .args([
+            "-k",
+            "other",
+            "--redis-timeout",
+            "1s",
+            "--no-wait",
+            "--",
+            "true",
+        ])
+        .run();
+    out.assert_code(0);
+
+    release(&dir);
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
 }

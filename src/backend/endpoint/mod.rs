@@ -1,0 +1,405 @@
+//! Which server a command goes to, and the connections to it: one server (`redis://`,
+//! `rediss://`, `redis+unix://`), the master that a set of Sentinels names
+//! (`redis+sentinel://`, see `sentinel`), or, in a Redis Cluster (`redis+cluster://`, see
+//! `cluster`), the master that owns a key's hash slot. `single.rs` sends the commands and
+//! decides what a failure means; this module only finds servers and opens connections to
+//! them. It owns the public face (`Endpoint`, `Target`, `Node`) and the connection rules
+//! every search shares; `url` takes the multi-server URLs apart.
+//!
+//! Sentinel and Cluster are handled here on plain connections rather than with the redis
+//! crate's own clients, because every network step must end within `--redis-timeout` (and a
+//! renewal's deadline): the crate's sync Sentinel client connects without a time limit, and
+//! its `ClusterConnection` pings a new node with no read timeout and sleeps and retries on
+//! its own schedule. Here each connect and each question gets the time left before the
+//! step's end, and nothing is retried behind the caller's back, so a renewal's timing stays
+//! `renew.rs`'s to decide.
+//!
+//! A search over several servers (the sentinels, or the nodes that may have a slot map)
+//! gives each one only its share of that time (`share`): a host that is blackholed or
+//! frozen accepts a connection and never answers, and would otherwise take all of every
+//! search, so that after a failover the new master is never found. Each search also starts
+//! with the server that answered last and leaves those that just failed for the end.
+//!
+//! On masters that have replicas (Sentinel and Cluster), connecting also asks `ROLE` for how
+//! many are attached, so that an acquisition can wait for one of them (see `single.rs`).
+
+mod cluster;
+mod sentinel;
+mod url;
+
+pub use cluster::key_slot;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use redis::{
+    Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisError, RedisResult, Role,
+};
+
+use super::single::{describe_error, time_left};
+use cluster::Cluster;
+use sentinel::Sentinels;
+
+/// The deployment behind a URL, with the connections open to it.
+pub struct Endpoint {
+    kind: Kind,
+    display: String,
+    /// Open connections by node address; a plain server or a Sentinel-found master has one,
+    /// under "".
+    connections: HashMap<String, Node>,
+}
+
+/// An open connection to one server.
+pub struct Node {
+    pub connection: Connection,
+    /// How many replicas this master had when connected; `None` when not asked (a plain
+    /// server: nothing would fail over to them by itself).
+    pub replicas: Option<usize>,
+}
+
+/// Where a command should go.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// Wherever: a plain server, the master, any cluster node.
+    Any,
+    /// The server that holds this key.
+    Key(&'a str),
+    /// A cluster node by address (a redirection, or one master of a scan); "" elsewhere.
+    Node(&'a str),
+}
+
+enum Kind {
+    Server(Client),
+    Sentinel(Sentinels),
+    Cluster(Cluster),
+}
+
+/// Requests are small and each waits for its reply: Nagle's delay would only add latency.
+/// CLIENT SETINFO would add a command to every connection for no use of ours.
+pub fn tune(info: ConnectionInfo) -> ConnectionInfo {
+    let nodelay = info.tcp_settings().clone().set_nodelay(true);
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    info.set_tcp_settings(nodelay).set_redis_settings(settings)
+}
+
+impl Endpoint {
+    /// Takes the URL apart; connects on first use. The error says what is wrong with the
+    /// URL, never the URL itself (it may hold a password).
+    pub fn new(url: &str, display: &str) -> Result<Endpoint, String> {
+        let (scheme, rest) = url.split_once("://").unwrap_or((url, ""));
+        let kind = match scheme {
+            "redis+sentinel" => Kind::Sentinel(Sentinels::parse(rest, false)?),
+            "rediss+sentinel" => Kind::Sentinel(Sentinels::parse(rest, true)?),
+            "redis+cluster" => Kind::Cluster(Cluster::parse(rest, false)?),
+            "rediss+cluster" => Kind::Cluster(Cluster::parse(rest, true)?),
+            _ => {
+                let info = url.into_connection_info().map_err(|err| err.to_string())?;
+                Kind::Server(Client::open(tune(info)).map_err(|err| err.to_string())?)
+            }
+        };
+        Ok(Endpoint {
+            kind,
+            display: display.to_string(),
+            connections: HashMap::new(),
+        })
+    }
+
+    /// Whether keys live on several masters (and `MOVED` and `ASK` mean something).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
+
+    /// The connection for `target`, opened if need be; connecting and finding the server
+    /// end by `until`. Returns the node's address with it.
+    pub fn node(&mut self, target: Target<'_>, until: Instant) -> Result<(String, &mut Node)> {
+        let address = match &mut self.kind {
+            Kind::Server(_) | Kind::Sentinel(_) => String::new(),
+            Kind::Cluster(cluster) => match target {
+                Target::Node(address) => address.to_string(),
+                Target::Key(key) => {
+                    cluster.owner(key_slot(key.as_bytes()), until, &self.display)?
+                }
+                Target::Any => match self.connections.keys().next() {
+                    Some(address) => address.clone(),
+                    None => cluster.owner(0, until, &self.display)?,
+                },
+            },
+        };
+        if !self.connections.contains_key(&address) {
+            let node = self.open(&address, until, true)?;
+            self.connections.insert(address.clone(), node);
+        }
+        let node = self
+            .connections
+            .get_mut(&address)
+            .expect("the connection was just made");
+        Ok((address, node))
+    }
+
+    /// A new connection of its own (not shared with commands) to the server that holds
+    /// `key`, with no read or write timeout set; for a subscription.
+    pub fn open_for(&mut self, key: &str, until: Instant) -> Result<Connection> {
+        let address = match &mut self.kind {
+            Kind::Cluster(cluster) => {
+                cluster.owner(key_slot(key.as_bytes()), until, &self.display)?
+            }
+            Kind::Server(_) | Kind::Sentinel(_) => String::new(),
+        };
+        let node = self.open(&address, until, false)?;
+        let clear = node
+            .connection
+            .set_read_timeout(None)
+            .and_then(|()| node.connection.set_write_timeout(None));
+        clear.map_err(|err| describe_error(err, &self.display))?;
+        Ok(node.connection)
+    }
+
+    /// The address of every server that holds keys: "" for a plain server or a Sentinel's
+    /// master, every master of a cluster (from a fresh map).
+    pub fn masters(&mut self, until: Instant) -> Result<Vec<String>> {
+        match &mut self.kind {
+            Kind::Server(_) | Kind::Sentinel(_) => Ok(vec![String::new()]),
+            Kind::Cluster(cluster) => cluster.masters(until, &self.display),
+        }
+    }
+
+    /// A `MOVED` came back: the slot map is out of date.
+    pub fn moved(&mut self) {
+        if let Kind::Cluster(cluster) = &mut self.kind {
+            cluster.mark_stale();
+        }
+    }
+
+    /// Drops every connection (after a failure, one of them may hold a late reply, or lead
+    /// to a server that is no longer the master); the next call reconnects.
+    pub fn disconnect(&mut self) {
+        self.connections.clear();
+        if let Kind::Cluster(cluster) = &mut self.kind {
+            cluster.mark_stale();
+        }
+    }
+
+    /// How an error at `address` names the server, safe to print.
+    pub fn describe_node(&self, address: &str) -> String {
+        if address.is_empty() {
+            self.display.clone()
+        } else {
+            format!("{} (node {address})", self.display)
+        }
+    }
+
+    fn open(&mut self, address: &str, until: Instant, ask_role: bool) -> Result<Node> {
+        let display = self.describe_node(address);
+        match &mut self.kind {
+            Kind::Server(client) => {
+                let connection = time_left(Duration::MAX, Some(until))
+                    .and_then(|limit| client.get_connection_with_timeout(limit))
+                    .map_err(|err| describe_error(err, &display))?;
+                Ok(Node {
+                    connection,
+                    replicas: None,
+                })
+            }
+            Kind::Sentinel(sentinels) => sentinels.master(until, &self.display),
+            Kind::Cluster(cluster) => {
+                let opened = cluster.info(address).and_then(|info| connect(info, until));
+                let mut connection = opened.map_err(|err| describe_error(err, &display))?;
+                let replicas = if ask_role {
+                    match role(&mut connection) {
+                        Ok(Role::Primary { replicas, .. }) => Some(replicas.len()),
+                        Ok(_) => None,
+                        Err(err) => return Err(describe_error(err, &display)),
+                    }
+                } else {
+                    None
+                };
+                Ok(Node {
+                    connection,
+                    replicas,
+                })
+            }
+        }
+    }
+}
+
+/// The least time one server of a search is given, however many are left to ask: enough to
+/// connect and ask across a network, when the time left would make equal parts too small.
+const MIN_SHARE: Duration = Duration::from_millis(50);
+
+/// How long the next of `candidates` servers still to be asked may take, out of `left`: an
+/// equal part, so that one that never answers leaves the others their turn; no less than
+/// `MIN_SHARE` unless less is left. A server that answers sooner leaves its unused time to
+/// those after it.
+fn share(left: Duration, candidates: usize) -> Duration {
+    let parts = u32::try_from(candidates.max(1)).unwrap_or(u32::MAX);
+    (left / parts).max(MIN_SHARE).min(left)
+}
+
+/// The moment by which the next of `candidates` servers must have answered, out of the time
+/// before `until`; a timeout error once none is left.
+fn share_until(until: Instant, candidates: usize) -> RedisResult<Instant> {
+    let left = time_left(Duration::MAX, Some(until))?;
+    Ok(Instant::now() + share(left, candidates))
+}
+
+/// Why one server of a search did not help, for the message when none did. A read that
+/// timed out says "Resource temporarily unavailable".
+fn reason(err: &RedisError) -> String {
+    if err.is_timeout() {
+        String::from("no answer in time")
+    } else {
+        err.to_string()
+    }
+}
+
+/// Connects with what is left of the time until `until`, and leaves that as the read and
+/// write timeout for the questions that follow.
+fn connect(info: ConnectionInfo, until: Instant) -> RedisResult<Connection> {
+    let limit = time_left(Duration::MAX, Some(until))?;
+    let connection = Client::open(info)?.get_connection_with_timeout(limit)?;
+    let limit = time_left(Duration::MAX, Some(until))?;
+    connection.set_read_timeout(Some(limit))?;
+    connection.set_write_timeout(Some(limit))?;
+    Ok(connection)
+}
+
+fn role(connection: &mut Connection) -> RedisResult<Role> {
+    redis::cmd("ROLE").query(connection)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::Arc;
+
+    /// A server on a loopback port that answers each command with `answer(its own address,
+    /// command)`, RESP text. Returns its address.
+    pub(in crate::backend::endpoint) fn fake_server(
+        answer: impl Fn(&str, &[String]) -> String + Send + Sync + 'static,
+    ) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let me = address.clone();
+        let answer = Arc::new(answer);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (answer, me) = (Arc::clone(&answer), me.clone());
+                std::thread::spawn(move || serve(stream, &me, &*answer));
+            }
+        });
+        address
+    }
+
+    fn serve(stream: TcpStream, me: &str, answer: &dyn Fn(&str, &[String]) -> String) {
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        let mut read_line = |line: &mut String| {
+            line.clear();
+            reader.read_line(line).is_ok_and(|read| read > 0)
+        };
+        // Each command is an array of bulk strings: `*N`, then `$len` and the bytes N times.
+        while read_line(&mut line) {
+            let count: usize = line.trim().trim_start_matches('*').parse().unwrap();
+            let mut command = Vec::new();
+            for _ in 0..count {
+                assert!(read_line(&mut line) && read_line(&mut line));
+                command.push(line.trim_end().to_string());
+            }
+            if writer.write_all(answer(me, &command).as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A host that accepts connections and never answers, as a blackholed or frozen server
+    /// does: the kernel completes the handshake for a listener that nobody accepts from.
+    /// Answers stay away for as long as the listener lives.
+    pub(in crate::backend::endpoint) fn blackhole() -> (TcpListener, String) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        (listener, address)
+    }
+
+    /// A RESP bulk string.
+    pub(in crate::backend::endpoint) fn bulk(text: &str) -> String {
+        format!("${}\r\n{text}\r\n", text.len())
+    }
+
+    #[test]
+    fn each_server_of_a_search_gets_its_share() {
+        let ms = Duration::from_millis;
+        assert_eq!(share(ms(3000), 3), ms(1000), "equal parts");
+        assert_eq!(share(ms(3000), 1), ms(3000), "the last one gets the rest");
+        assert_eq!(share(ms(3000), 0), ms(3000));
+        assert_eq!(share(ms(120), 3), MIN_SHARE, "never less than MIN_SHARE…");
+        assert_eq!(share(ms(30), 3), ms(30), "…unless less is left");
+        let until = Instant::now() + ms(900);
+        let by = share_until(until, 3).unwrap();
+        assert!(by <= Instant::now() + ms(300) && by < until);
+        assert!(share_until(Instant::now(), 3).unwrap_err().is_timeout());
+    }
+
+    #[test]
+    fn schemes_choose_the_deployment() {
+        let kind = |url: &str| Endpoint::new(url, "").map(|endpoint| endpoint.kind);
+        assert!(matches!(kind("redis://h:1/2"), Ok(Kind::Server(_))));
+        assert!(matches!(
+            kind("redis+sentinel://h/m"),
+            Ok(Kind::Sentinel(_))
+        ));
+        assert!(matches!(
+            kind("rediss+sentinel://h/m"),
+            Ok(Kind::Sentinel(_))
+        ));
+        assert!(matches!(kind("redis+cluster://h"), Ok(Kind::Cluster(_))));
+        assert!(matches!(kind("rediss+cluster://h"), Ok(Kind::Cluster(_))));
+        assert!(kind("http+sentinel://a/m").is_err());
+        assert!(kind("redis+cluster://").is_err());
+    }
+
+    #[test]
+    fn errors_never_repeat_a_password() {
+        let broken = [
+            "redis+sentinel://:{pw}@s1:x/m",
+            "redis+sentinel://:{pw}@s1,,s2/m",
+            "redis+sentinel://:{pw}@s1",
+            "redis+sentinel://:{pw}@s1/m/x",
+            "redis+sentinel://:{pw}@s1/m?bad=1",
+            "redis+sentinel://u:{pw}@s1/m?sentinel_password=x&Qx=Zv",
+            "rediss+sentinel://:{pw}@s1/m#bogus",
+            "redis+cluster://u:{pw}@h:x",
+            "redis+cluster://u:{pw}@h,,g",
+            "redis+cluster://u:{pw}@h/1",
+            "redis+cluster://u:{pw}@h?Qx=Zv",
+            "rediss+cluster://u:{pw}@h#bogus",
+        ];
+        for password in url::tests::TRICKY {
+            // The pieces between the characters that end a URL's parts.
+            let pieces: Vec<&str> = password.split(|c: char| !c.is_alphanumeric()).collect();
+            for form in broken {
+                let url = form.replace("{pw}", password);
+                let Err(err) = Endpoint::new(&url, "") else {
+                    panic!("accepted {url}");
+                };
+                for piece in &pieces {
+                    assert!(!err.contains(piece), "{url}: {err}");
+                }
+            }
+            for form in ["redis+sentinel://:{pw}@s1/m", "rediss+cluster://u:{pw}@h"] {
+                let url = form.replace("{pw}", password);
+                assert!(Endpoint::new(&url, "").is_ok(), "refused {url}");
+            }
+        }
+        // The reviewer's case: the `#` once cut the user part short and the rest was
+        // quoted as a host.
+        assert!(Endpoint::new("redis+sentinel://:s3cr#et@s1/m", "").is_ok());
+        let err = Endpoint::new("redis+sentinel://:s3cr#et@s1:x/m", "")
+            .err()
+            .unwrap();
+        assert!(!err.contains("s3cr"), "{err}");
+    }
+}
