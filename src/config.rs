@@ -399,11 +399,14 @@ pub fn redact_url(url: &str) -> String {
         Some((scheme, rest)) => (format!("{scheme}://"), rest),
         None => (String::new(), url),
     };
+    // Passwords given as query parameters go first: their values may hold an `@`, which
+    // would otherwise pass for the end of a user part.
+    let rest = redact_query_passwords(rest);
     // A socket path has no user part; its password is a query parameter.
     let has_userinfo = !scheme.contains("unix");
     let (userinfo, rest) = match rest.rsplit_once('@').filter(|_| has_userinfo) {
         Some((userinfo, rest)) => (Some(userinfo), rest),
-        None => (None, rest),
+        None => (None, rest.as_str()),
     };
     let userinfo = match userinfo {
         Some(userinfo) => match userinfo.split_once(':') {
@@ -412,24 +415,29 @@ pub fn redact_url(url: &str) -> String {
         },
         None => String::new(),
     };
-    let rest = match rest.split_once('?') {
-        Some((path, query)) => {
-            let params: Vec<String> = query
-                .split('&')
-                .map(|param| match param.split_once('=') {
-                    Some((name, _))
-                        if matches!(name, "pass" | "password" | "sentinel_password") =>
-                    {
-                        format!("{name}=***")
-                    }
-                    _ => param.to_string(),
-                })
-                .collect();
-            format!("{path}?{}", params.join("&"))
-        }
-        None => rest.to_string(),
-    };
     format!("{scheme}{userinfo}{rest}")
+}
+
+/// `text` with the value of every password-like query parameter (`pass`, `password`,
+/// `sentinel_password`) replaced by `***`, up to the next `&`.
+fn redact_query_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(['?', '&']) {
+        out.push_str(&rest[..=at]);
+        rest = &rest[at + 1..];
+        let secret = ["pass=", "password=", "sentinel_password="]
+            .into_iter()
+            .find(|name| rest.starts_with(name));
+        if let Some(name) = secret {
+            out.push_str(name);
+            out.push_str("***");
+            rest = &rest[name.len()..];
+            rest = &rest[rest.find('&').unwrap_or(rest.len())..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]
@@ -484,6 +492,15 @@ mod tests {
         assert_eq!(
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
+        );
+        // An `@` in a query password is not the end of a user part.
+        assert_eq!(
+            redact_url("redis+sentinel://s1/m?sentinel_password=p@ss"),
+            "redis+sentinel://s1/m?sentinel_password=***"
+        );
+        assert_eq!(
+            redact_url("redis+sentinel://u:pw@s1,s2/m?db=1&sentinel_password=p@ss&x=1"),
+            "redis+sentinel://u:***@s1,s2/m?db=1&sentinel_password=***&x=1"
         );
         assert_eq!(
             redact_url("redis+sentinel://:pw@s1:26379,s2/mymaster/1?sentinel_password=spw"),

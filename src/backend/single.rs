@@ -175,7 +175,9 @@ impl Session<'_> {
     ) -> Result<std::result::Result<T, (RedisError, String)>> {
         let mut redirect: Option<(String, bool)> = None;
         for _ in 0..=MAX_REDIRECTS {
-            let limit = time_left(self.timeout, self.deadline).map_err(anyhow::Error::msg)?;
+            // No time left is a timeout like any other (described so: worth another try).
+            let limit = time_left(self.timeout, self.deadline)
+                .map_err(|err| describe_error(err, &self.display()))?;
             let target = match (&redirect, key, &self.node) {
                 (Some((address, _)), _, _) => Target::Node(address),
                 (None, Some(key), _) => Target::Key(key),
@@ -186,7 +188,10 @@ impl Session<'_> {
             let node_replicas = node.replicas;
             let connection = &mut node.connection;
             // Connecting took some of the time.
-            let limit = time_left(self.timeout, self.deadline).map_err(anyhow::Error::msg)?;
+            let limit = match time_left(self.timeout, self.deadline) {
+                Ok(limit) => limit,
+                Err(err) => return Err(describe_error(err, &self.display())),
+            };
             let armed = connection
                 .set_read_timeout(Some(limit))
                 .and_then(|()| connection.set_write_timeout(Some(limit)));
@@ -412,7 +417,7 @@ impl Link {
         commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
     ) -> Result<T> {
         self.sent = false;
-        time_left(self.timeout, deadline).map_err(anyhow::Error::msg)?;
+        time_left(self.timeout, deadline).map_err(|err| describe_error(err, &self.display))?;
         let mut session = Session {
             endpoint: &mut self.endpoint,
             node: node.map(str::to_string),
