@@ -32,6 +32,17 @@ const FAIR_HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
     match run_checked(config) {
+        Ok(Outcome::Interrupted {
+            signal: libc::SIGINT,
+        }) => {
+            // Interrupted before the command ran, with nothing left in Redis: end by
+            // SIGINT, as the command would have, so that a calling shell loop stops too
+            // (a shell goes on when its child merely exits 130).
+            signals::end_by_sigint(false);
+            Outcome::Interrupted {
+                signal: libc::SIGINT,
+            }
+        }
         Ok(outcome) => outcome,
         Err(err) => {
             report::error(&err);
