@@ -3,10 +3,11 @@
 //! script's children would run on after the lease expired. So, once the command has started,
 //! redlock-run forks a small guardian process, in a session of its own, that holds the read
 //! end of a pipe. Through it redlock-run sends the lease's end (on the monotonic clock) after
-//! each renewal, and a dismissal once the command's group is gone.
+//! each renewal, and a dismissal once the command's group is gone and the lock released.
 //!
 //! - The pipe closes without a dismissal (redlock-run died): SIGTERM to the command's group,
-//!   SIGKILL at `--kill-after` or at the lease's end, whichever is sooner.
+//!   if it is still there, SIGKILL at `--kill-after` or at the lease's end, whichever is
+//!   sooner.
 //! - The lease's end passes with no word from redlock-run (it is stopped or stuck): SIGKILL
 //!   to the group at once. This is a backstop; a healthy redlock-run acts earlier.
 //! - Dismissed: exit.
@@ -68,9 +69,8 @@ impl Guardian {
         self.send(monotonic_ns(valid_until).max(1));
     }
 
-    /// The command's group is gone: the guardian exits. Not waited for: this is on the
-    /// path from the command's exit to the release, which a waiter is waiting on; redlock-run
-    /// exits right after, and the guardian's exit status is of no interest.
+    /// The command's group is gone: the guardian exits. Not waited for: redlock-run exits
+    /// right after, and the guardian's exit status is of no interest.
     pub fn dismiss(&self) {
         self.send(DISMISS);
     }
@@ -144,7 +144,11 @@ unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_afte
                     end => lease_end = lease_end.max(end),
                 },
                 0 => {
-                    // redlock-run is gone without a word: end the group as it would have.
+                    // redlock-run is gone without a word: end the group as it would have,
+                    // unless it had ended it already (and died before the dismissal).
+                    if libc::kill(-group, 0) != 0 {
+                        libc::_exit(0);
+                    }
                     terminate(group, lease_end.min(now_ns().saturating_add(kill_after)));
                     libc::_exit(0);
                 }

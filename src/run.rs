@@ -152,12 +152,14 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     };
     let supervised = supervise::supervise(&mut child, &events, &renewer, &config.key, limits);
     // The group is gone (or supervision failed and nothing more can be done for it).
-    if let Some(guardian) = guardian.get() {
-        guardian.dismiss();
-    }
     let (backend, valid_until) = renewer.stop();
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
     release(&mut **renew::lock(&backend), config, sent_at, valid_until);
+    // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
+    // is dismissed it finds the group gone and does nothing to it.
+    if let Some(guardian) = guardian.get() {
+        guardian.dismiss();
+    }
     let supervised = supervised?;
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
