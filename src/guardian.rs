@@ -1,12 +1,19 @@
 //! The command's guard for when redlock-run itself cannot act: killed with SIGKILL, or
 //! stopped. The parent-death signal reaches only the command's first process; a shell
-//! script's children would run on after the lease expired. So, once the command has started,
-//! redlock-run forks a small guardian process, in a session of its own, that holds the read
-//! end of a pipe. Through it redlock-run sends the lease's end (on the monotonic clock) after
-//! each renewal, and a dismissal once the command's group is gone.
+//! script's children would run on after the lease expired. So redlock-run forks a small
+//! guardian process, in a session of its own, that holds the read end of a pipe. Through it
+//! redlock-run names the command's group once the command has started, then sends the
+//! lease's end (on the monotonic clock) after each renewal, and a dismissal once the group is
+//! gone and the lock released. A run that takes the lock at once forks the guardian after
+//! starting the command; a run that waits for the lock forks it while waiting, so that the
+//! fork (a copy of our page tables, then copy-on-write faults in both processes) is not on
+//! the path from a release to the command's start.
+//!
+//! - The pipe closes before a group was named (the run ended without a command): exit.
 //!
 //! - The pipe closes without a dismissal (redlock-run died): SIGTERM to the command's group,
-//!   SIGKILL at `--kill-after` or at the lease's end, whichever is sooner.
+//!   if it is still there, SIGKILL at `--kill-after` or at the lease's end, whichever is
+//!   sooner.
 //! - The lease's end passes with no word from redlock-run (it is stopped or stuck): SIGKILL
 //!   to the group at once. This is a backstop; a healthy redlock-run acts earlier.
 //! - Dismissed: exit.
@@ -21,24 +28,29 @@ use std::time::{Duration, Instant};
 
 use crate::signals;
 
-/// What a dismissal looks like on the pipe; any other value is the lease's new end.
+/// The first message: the group, then the lease's end, 8 bytes each.
+const WATCH_LEN: usize = 16;
+/// What a dismissal looks like on the pipe after that; any other value is the lease's new
+/// end.
 const DISMISS: u64 = 0;
 /// How often the guardian looks whether the group has gone, while terminating it.
 const POLL_MS: libc::c_int = 10;
 /// How often it looks otherwise (a check costs one system call).
 const GROUP_CHECK_MS: u64 = 1000;
 
+/// A guardian guarding a process group.
 pub struct Guardian {
     pipe: OwnedFd,
 }
 
-impl Guardian {
-    /// Forks the guardian of process group `group`, whose lease ends at `valid_until`.
-    pub fn start(
-        group: libc::pid_t,
-        kill_after: Duration,
-        valid_until: Instant,
-    ) -> io::Result<Guardian> {
+/// A guardian forked ahead of need, with no group to guard yet; dropped unused, it exits.
+pub struct ReadyGuardian {
+    pipe: OwnedFd,
+}
+
+impl ReadyGuardian {
+    /// Forks a guardian that will SIGKILL its group `kill_after` after a SIGTERM at most.
+    pub fn fork(kill_after: Duration) -> io::Result<ReadyGuardian> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -47,7 +59,6 @@ impl Guardian {
         // SAFETY: pipe2 just created these descriptors; each is owned once.
         let (read_end, write_end) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        let lease_end = monotonic_ns(valid_until);
         let kill_after_ns = kill_after.as_nanos().min(u128::from(u64::MAX)) as u64;
         // SAFETY: fork has no preconditions; the child runs only `guard`, which is
         // async-signal-safe, and never returns.
@@ -57,10 +68,41 @@ impl Guardian {
         }
         if pid == 0 {
             // SAFETY: we are the forked child; `guard` does not return.
-            unsafe { guard(read_end.as_raw_fd(), group, lease_end, kill_after_ns) }
+            unsafe { guard(read_end.as_raw_fd(), kill_after_ns) }
         }
         drop(read_end);
-        Ok(Guardian { pipe: write_end })
+        Ok(ReadyGuardian { pipe: write_end })
+    }
+
+    /// Names the process group to guard, whose lease ends at `valid_until`. An error means
+    /// the guardian is gone.
+    pub fn guard(self, group: libc::pid_t, valid_until: Instant) -> io::Result<Guardian> {
+        let mut message = [0u8; WATCH_LEN];
+        message[..8].copy_from_slice(&(group as u64).to_ne_bytes());
+        message[8..].copy_from_slice(&monotonic_ns(valid_until).to_ne_bytes());
+        // SAFETY: writes 16 bytes from a live buffer; a pipe write this small is atomic.
+        let written = unsafe {
+            libc::write(
+                self.pipe.as_raw_fd(),
+                message.as_ptr().cast(),
+                message.len(),
+            )
+        };
+        if written != WATCH_LEN as isize {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Guardian { pipe: self.pipe })
+    }
+}
+
+impl Guardian {
+    /// Forks the guardian of process group `group`, whose lease ends at `valid_until`.
+    pub fn start(
+        group: libc::pid_t,
+        kill_after: Duration,
+        valid_until: Instant,
+    ) -> io::Result<Guardian> {
+        ReadyGuardian::fork(kill_after)?.guard(group, valid_until)
     }
 
     /// Tells the guardian the lease now runs until `valid_until`.
@@ -68,9 +110,8 @@ impl Guardian {
         self.send(monotonic_ns(valid_until).max(1));
     }
 
-    /// The command's group is gone: the guardian exits. Not waited for: this is on the
-    /// path from the command's exit to the release, which a waiter is waiting on; redlock-run
-    /// exits right after, and the guardian's exit status is of no interest.
+    /// The command's group is gone: the guardian exits. Not waited for: redlock-run exits
+    /// right after, and the guardian's exit status is of no interest.
     pub fn dismiss(&self) {
         self.send(DISMISS);
     }
@@ -89,7 +130,7 @@ impl Guardian {
 ///
 /// # Safety
 /// Call only in a freshly forked child.
-unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_after: u64) -> ! {
+unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
     // SAFETY: plain system calls on descriptors and signals of this process.
     unsafe {
         // Out of redlock-run's session and process group: a signal meant for those (a
@@ -113,7 +154,23 @@ unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_afte
         libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
         let pipe = 3;
 
-        let mut lease_end = lease_end;
+        // Nothing to guard until redlock-run names the group; a closed pipe means it never
+        // will. The message is written whole (16 bytes are atomic on a pipe).
+        let mut watch = [0u8; WATCH_LEN];
+        let mut got = 0;
+        while got < WATCH_LEN {
+            let read = libc::read(pipe, watch.as_mut_ptr().add(got).cast(), WATCH_LEN - got);
+            if read > 0 {
+                got += read as usize;
+            } else if read == 0 || *libc::__errno_location() != libc::EINTR {
+                libc::_exit(0);
+            }
+        }
+        let mut field = [0u8; 8];
+        field.copy_from_slice(&watch[..8]);
+        let group = u64::from_ne_bytes(field) as libc::pid_t;
+        field.copy_from_slice(&watch[8..]);
+        let mut lease_end = u64::from_ne_bytes(field);
         loop {
             // Gone (redlock-run is about to dismiss us): never signal a group id that the
             // kernel may hand to someone else.
@@ -144,7 +201,11 @@ unsafe fn guard(pipe: libc::c_int, group: libc::pid_t, lease_end: u64, kill_afte
                     end => lease_end = lease_end.max(end),
                 },
                 0 => {
-                    // redlock-run is gone without a word: end the group as it would have.
+                    // redlock-run is gone without a word: end the group as it would have,
+                    // unless it had ended it already (and died before the dismissal).
+                    if libc::kill(-group, 0) != 0 {
+                        libc::_exit(0);
+                    }
                     terminate(group, lease_end.min(now_ns().saturating_add(kill_after)));
                     libc::_exit(0);
                 }

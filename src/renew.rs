@@ -14,7 +14,8 @@
 //!   capped at half the time between a renewal being due and the lease ending, so that there
 //!   is always time to retry.
 
-use std::sync::mpsc::{self, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -64,7 +65,8 @@ pub enum Loss {
 }
 
 pub struct Renewer {
-    stop: Sender<()>,
+    /// Set, with the backend locked, once renewals are to stop.
+    stopped: Arc<AtomicBool>,
     backend: SharedBackend,
     valid_until: Arc<Mutex<Instant>>,
     timing: LeaseTiming,
@@ -76,9 +78,16 @@ pub type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
 /// it is off the path from taking the lock to starting the command, and cannot fail once
 /// the command runs. It waits for a lease; dropped unused, its thread ends.
 pub struct ReadyRenewer {
-    lease: Sender<(SharedBackend, Arc<Mutex<Instant>>, Instant)>,
-    stop: Sender<()>,
+    lease: Sender<Lease>,
     timing: LeaseTiming,
+}
+
+/// What the renewal thread is handed once the lock is taken.
+struct Lease {
+    backend: SharedBackend,
+    valid_until: Arc<Mutex<Instant>>,
+    sent_at: Instant,
+    stopped: Arc<AtomicBool>,
 }
 
 impl ReadyRenewer {
@@ -88,43 +97,34 @@ impl ReadyRenewer {
         events: Sender<Event>,
         on_renewed: Box<dyn Fn(Instant) + Send>,
     ) -> Result<ReadyRenewer> {
-        let (lease, leased) = mpsc::channel::<(SharedBackend, Arc<Mutex<Instant>>, Instant)>();
-        let (stop, stopped) = mpsc::channel();
+        let (lease, leased) = mpsc::channel::<Lease>();
         std::thread::Builder::new()
             .name("renew".into())
             .spawn(move || {
-                let Ok((backend, valid_until, sent_at)) = leased.recv() else {
+                let Ok(lease) = leased.recv() else {
                     return;
                 };
-                let loss = renew_until_stopped(
-                    &backend,
-                    timing,
-                    sent_at,
-                    &stopped,
-                    &valid_until,
-                    &*on_renewed,
-                );
-                if let Some(loss) = loss {
+                if let Some(loss) = renew_until_stopped(&lease, timing, &*on_renewed) {
                     let _ = events.send(Event::LockLost(loss));
                 }
             })
             .context("cannot start the renewal thread")?;
-        Ok(ReadyRenewer {
-            lease,
-            stop,
-            timing,
-        })
+        Ok(ReadyRenewer { lease, timing })
     }
 
     /// Starts renewing a lease acquired by a command sent at `sent_at`.
     pub fn start(self, backend: Box<dyn LockBackend>, sent_at: Instant) -> Renewer {
         let valid_until = Arc::new(Mutex::new(sent_at + self.timing.validity()));
         let backend: SharedBackend = Arc::new(Mutex::new(backend));
-        let _ = self
-            .lease
-            .send((Arc::clone(&backend), Arc::clone(&valid_until), sent_at));
+        let stopped = Arc::new(AtomicBool::new(false));
+        let _ = self.lease.send(Lease {
+            backend: Arc::clone(&backend),
+            valid_until: Arc::clone(&valid_until),
+            sent_at,
+            stopped: Arc::clone(&stopped),
+        });
         Renewer {
-            stop: self.stop,
+            stopped,
             backend,
             valid_until,
             timing: self.timing,
@@ -145,33 +145,33 @@ impl Renewer {
     }
 
     /// Stops renewing and hands over the backend for the release. A renewal in flight
-    /// finishes first; none starts after. The thread itself is not waited for: it ends on
-    /// its own, or with the process.
+    /// finishes first; none starts after. The thread is neither waited for nor woken: this
+    /// is on the path from the command's exit to the release, which a waiter is waiting on,
+    /// and a thread woken there competes with the release for the CPUs. It ends when its
+    /// next renewal comes due, or with the process.
     pub fn stop(self) -> (SharedBackend, Instant) {
-        let _ = self.stop.send(());
-        drop(lock(&self.backend));
+        let backend = lock(&self.backend);
+        self.stopped.store(true, Ordering::Relaxed);
+        drop(backend);
         let valid_until = self.valid_until();
         (self.backend, valid_until)
     }
 }
 
-/// Renews on schedule until told to stop (`None`) or until the lock is lost (`Some`).
+/// Renews on schedule until stopped (`None`) or until the lock is lost (`Some`).
 fn renew_until_stopped(
-    backend: &Mutex<Box<dyn LockBackend>>,
+    lease: &Lease,
     timing: LeaseTiming,
-    mut sent_at: Instant,
-    stop: &mpsc::Receiver<()>,
-    shared_valid_until: &Mutex<Instant>,
     on_renewed: &dyn Fn(Instant),
 ) -> Option<Loss> {
+    let mut sent_at = lease.sent_at;
     let mut failures = 0u32;
     let mut last_error = String::from("no renewal was answered");
     let mut next_renewal = sent_at + timing.renew_every;
     loop {
-        let pause = next_renewal.saturating_duration_since(Instant::now());
-        match stop.recv_timeout(pause) {
-            Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => return None,
+        std::thread::sleep(next_renewal.saturating_duration_since(Instant::now()));
+        if lease.stopped.load(Ordering::Relaxed) {
+            return None;
         }
 
         let valid_until = sent_at + timing.validity();
@@ -179,9 +179,10 @@ fn renew_until_stopped(
         if Instant::now() >= give_up_at {
             return Some(Loss::Unconfirmed { last_error });
         }
-        let mut backend = lock(backend);
+        let mut backend = lock(&lease.backend);
         // Stopped while this thread was waking up: the release may already have happened.
-        if !matches!(stop.try_recv(), Err(TryRecvError::Empty)) {
+        // (`stop` sets the flag with the backend locked, so this reading is the last word.)
+        if lease.stopped.load(Ordering::Relaxed) {
             return None;
         }
         let renewal = backend.renew(give_up_at);
@@ -195,7 +196,7 @@ fn renew_until_stopped(
                 }
                 failures = 0;
                 sent_at = attempt_sent;
-                *lock(shared_valid_until) = sent_at + timing.validity();
+                *lock(&lease.valid_until) = sent_at + timing.validity();
                 on_renewed(sent_at + timing.validity());
                 next_renewal = sent_at + timing.renew_every;
                 report::verbose(format_args!("lease renewed"));

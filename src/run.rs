@@ -15,7 +15,7 @@ use crate::backend::{self, Attempt, LockBackend, LockRequest, Released};
 use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
 use crate::exit::Outcome;
-use crate::guardian::Guardian;
+use crate::guardian::{Guardian, ReadyGuardian};
 use crate::holder::Blocker;
 use crate::renew::{self, LeaseTiming, ReadyRenewer};
 use crate::supervise::{self, Ending, Event};
@@ -57,6 +57,8 @@ enum Acquisition {
         backend: Box<dyn LockBackend>,
         sent_at: Instant,
         fence: u64,
+        /// Forked while waiting, if the lock was busy.
+        guardian: Option<ReadyGuardian>,
     },
     Ended(Outcome),
 }
@@ -99,14 +101,16 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         config.key,
         backend.describe()
     ));
-    let (mut backend, sent_at, fence) = match acquire(backend, config, &events_tx, &events)? {
-        Acquisition::Held {
-            backend,
-            sent_at,
-            fence,
-        } => (backend, sent_at, fence),
-        Acquisition::Ended(outcome) => return Ok(outcome),
-    };
+    let (mut backend, sent_at, fence, ready_guardian) =
+        match acquire(backend, config, &events_tx, &events)? {
+            Acquisition::Held {
+                backend,
+                sent_at,
+                fence,
+                guardian,
+            } => (backend, sent_at, fence, guardian),
+            Acquisition::Ended(outcome) => return Ok(outcome),
+        };
     report::verbose(format_args!("lock taken, token {token}, fence {fence}"));
 
     // A signal that came while the lock was being taken stops us before the command starts.
@@ -141,9 +145,13 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     };
     let _ = child_pid.send(child.pid());
     report::verbose(format_args!("command started, pid {}", child.pid()));
-    // Forked after the command (it needs the group's id): a SIGKILL in the few microseconds
-    // between the two leaves only the parent-death signal to act.
-    match Guardian::start(child.pid(), config.kill_after, renewer.valid_until()) {
+    // Told the group after the command starts (it needs the group's id): a SIGKILL in the
+    // few microseconds between the two leaves only the parent-death signal to act.
+    let started = match ready_guardian {
+        Some(ready) => ready.guard(child.pid(), renewer.valid_until()),
+        None => Guardian::start(child.pid(), config.kill_after, renewer.valid_until()),
+    };
+    match started {
         Ok(started) => {
             let _ = guardian.set(started);
             // A renewal that finished while the guardian was forking told no one.
@@ -163,12 +171,14 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     };
     let supervised = supervise::supervise(&mut child, &events, &renewer, &config.key, limits);
     // The group is gone (or supervision failed and nothing more can be done for it).
-    if let Some(guardian) = guardian.get() {
-        guardian.dismiss();
-    }
     let (backend, valid_until) = renewer.stop();
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
     release(&mut **renew::lock(&backend), config, sent_at, valid_until);
+    // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
+    // is dismissed it finds the group gone and does nothing to it.
+    if let Some(guardian) = guardian.get() {
+        guardian.dismiss();
+    }
     let supervised = supervised?;
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
@@ -199,6 +209,7 @@ fn acquire(
                 backend,
                 sent_at,
                 fence,
+                guardian: None,
             })
         }
         Attempt::Busy { holder, ahead, .. } => Blocker { holder, ahead },
@@ -217,6 +228,9 @@ fn acquire(
         Wait::Forever => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
+    // Forked now, so that the fork is off the path from the holder's release to our command's
+    // start. If it fails, the fork after the command's start is tried again, and warned of.
+    let guardian = ReadyGuardian::fork(config.kill_after).ok();
     let plan = WaitPlan {
         deadline,
         heartbeat: config.fair.then_some(FAIR_HEARTBEAT_EVERY),
@@ -236,6 +250,7 @@ fn acquire(
             backend,
             sent_at,
             fence,
+            guardian,
         }),
         Waited::TimedOut => {
             backend.abandon();

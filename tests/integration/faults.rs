@@ -997,6 +997,62 @@ fn sigkilled_wrapper_leaves_nothing_of_its_command_running() {
     checked.assert_count(6).assert_no_overlap();
 }
 
+/// The same for a wrapper that had to wait for the lock, whose guardian was forked while it
+/// waited and told the command's group only once the command started.
+#[test]
+fn sigkilled_wrapper_that_waited_leaves_nothing_of_its_command_running() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("sigkillwaited");
+    let history = History::new(&dir);
+    let first_script = history.section(&dir, "first", &hold_until_go(&dir, "ready", "go", 0));
+    let mut first = server
+        .cmd()
+        .args(["-k", "kw", "-t", "2s", "--"])
+        .arg(first_script)
+        .spawn();
+    first.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let body = format!("touch '{}'\nsleep 30", dir.join("waited").display());
+    let waiter_script = history.section(&dir, "waiter", &body);
+    let mut waiter = server
+        .cmd()
+        .args(["-k", "kw", "-t", "2s", "--"])
+        .arg(waiter_script)
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() == 1
+    });
+    fs::write(dir.join("go"), "").expect("write go");
+    first.wait_within(Duration::from_secs(15)).assert_code(0);
+    waiter.wait_for_file(&dir.join("waited"), Duration::from_secs(15));
+    let pid = history
+        .check()
+        .labelled("waiter")
+        .first()
+        .and_then(|waiter| waiter.pid())
+        .expect("the waiter's section and pid");
+    waiter.signal(libc::SIGKILL);
+    wait_until(Duration::from_secs(5), "the wrapper to die", || {
+        waiter.has_exited()
+    });
+    // The lease (2s) would end first; the guardian acts on the wrapper's death at once.
+    let gone = Duration::from_secs(2);
+    let ended = Instant::now();
+    while !live_in_group(pid).is_empty() && ended.elapsed() < gone {
+        thread::sleep(Duration::from_millis(10));
+    }
+    let survivors = live_in_group(pid);
+    // SAFETY: killpg takes plain integers; `pid` leads the group of the command this test
+    // started, and a failed call (group already gone) is harmless.
+    unsafe {
+        libc::killpg(pid, libc::SIGKILL);
+    }
+    assert!(
+        survivors.is_empty(),
+        "the command's foreground job (pids {survivors:?}) outlived its SIGKILLed wrapper by \
+         {gone:?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Keys that are not ours
 
