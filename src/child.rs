@@ -182,7 +182,12 @@ impl Child {
                 Some(at) if at.elapsed() >= UNKILLABLE_WAIT => break,
                 _ => {}
             }
-            std::thread::sleep(LEFTOVER_POLL);
+            // Never past `kill_at`: SIGKILL must land by the lease's end, not a poll later.
+            let pause = match killed_at {
+                None => LEFTOVER_POLL.min(kill_at.saturating_duration_since(Instant::now())),
+                Some(_) => LEFTOVER_POLL,
+            };
+            std::thread::sleep(pause);
         }
         true
     }
