@@ -75,7 +75,10 @@ usage: scripts/bench [OPTIONS]      (or: cargo bench --bench compare -- [OPTIONS
   --cycles N              lock/run/unlock cycles per client [25]
   --waiters N             clients waiting behind a holder in the waiting test [8]
   --wait-window SECS      how long the waiting test counts server requests [30]
-  --redlock-bin PATH      bench this binary instead of building target/release/redlock-run
+  --target TRIPLE         build redlock-run for this target (cargo build --target), e.g.
+                          x86_64-unknown-linux-musl; without it, the host build that
+                          .cargo/config.toml sets up (static-pie on glibc)
+  --redlock-bin PATH      bench this binary instead of building one
   --json PATH             where to write the JSON [TARGET_DIR/bench/compare.json]
   -h, --help              this text";
 
@@ -87,6 +90,7 @@ struct Opts {
     cycles: usize,
     waiters: usize,
     wait_window: Duration,
+    target: Option<String>,
     redlock_bin: Option<PathBuf>,
     json: Option<PathBuf>,
 }
@@ -101,6 +105,7 @@ impl Opts {
             cycles: 25,
             waiters: 8,
             wait_window: Duration::from_secs(30),
+            target: None,
             redlock_bin: None,
             json: None,
         };
@@ -134,6 +139,7 @@ impl Opts {
                 "--wait-window" => {
                     opts.wait_window = Duration::from_secs(number(arg, &value(arg)?, 1)? as u64)
                 }
+                "--target" => opts.target = Some(value(arg)?),
                 "--redlock-bin" => opts.redlock_bin = Some(PathBuf::from(value(arg)?)),
                 "--json" => opts.json = Some(PathBuf::from(value(arg)?)),
                 other => return Err(format!("unknown argument {other:?}")),
@@ -1504,9 +1510,17 @@ fn waiting_etcd(bench: &Bench, waiters: usize, window: Duration) -> Result<Waiti
 // ---------------------------------------------------------------------------------------
 // Building and describing
 
-/// `cargo build --release`, then the path of the redlock-run executable it reports.
-fn build_release() -> Result<PathBuf> {
-    phase("cargo build --release --bin redlock-run");
+/// `cargo build --release` (for `target` when given), then the path of the redlock-run
+/// executable it reports.
+fn build_release(target: Option<&str>) -> Result<PathBuf> {
+    let target_args = match target {
+        Some(target) => vec!["--target", target],
+        None => vec![],
+    };
+    phase(&format!(
+        "cargo build --release --bin redlock-run {}",
+        target_args.join(" ")
+    ));
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let manifest_dir = env!("CARGO_MANIFEST_DIR");
     let output = Command::new(cargo)
@@ -1517,6 +1531,7 @@ fn build_release() -> Result<PathBuf> {
             "redlock-run",
             "--message-format=json-render-diagnostics",
         ])
+        .args(&target_args)
         .current_dir(manifest_dir)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
@@ -1553,6 +1568,40 @@ fn first_line(program: &str, args: &[&str]) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| "not installed".into())
+}
+
+/// How the benched redlock-run was built: the target asked for, and whether the executable
+/// names a dynamic loader (an ELF PT_INTERP program header) or is linked statically.
+fn build_of(exe: &Path, target: Option<&str>) -> String {
+    const PT_INTERP: u32 = 3;
+    let linking = fs::read(exe).ok().and_then(|elf| {
+        let field = |at: usize, len: usize| -> Option<u64> {
+            let bytes = elf.get(at..at + len)?;
+            Some(
+                bytes
+                    .iter()
+                    .rev()
+                    .fold(0, |acc, &b| acc << 8 | u64::from(b)),
+            )
+        };
+        // 64-bit little-endian ELF only, which is all this bench runs on.
+        if elf.get(..6)? != b"\x7fELF\x02\x01" {
+            return None;
+        }
+        let (phoff, phentsize, phnum) = (field(0x20, 8)?, field(0x36, 2)?, field(0x38, 2)?);
+        let interp = (0..phnum)
+            .any(|i| field((phoff + i * phentsize) as usize, 4) == Some(u64::from(PT_INTERP)));
+        Some(if interp {
+            "dynamically linked"
+        } else {
+            "statically linked"
+        })
+    });
+    format!(
+        "{}, {}",
+        target.unwrap_or("host target from .cargo/config.toml"),
+        linking.unwrap_or("linking unknown")
+    )
 }
 
 fn have(program: &str) -> bool {
@@ -1605,7 +1654,7 @@ fn run(opts: &Opts) -> Result<()> {
     let exe = env::current_exe().map_err(|err| format!("cannot find myself: {err}"))?;
     let redlock = match &opts.redlock_bin {
         Some(path) => path.clone(),
-        None => build_release()?,
+        None => build_release(opts.target.as_deref())?,
     };
     let began = Instant::now();
     if !redlock.is_file() {
@@ -1614,11 +1663,11 @@ fn run(opts: &Opts) -> Result<()> {
     if !have("redis-server") || !have("flock") {
         return Err("redis-server and flock are needed (scripts/bench installs them)".into());
     }
-    let target_dir = redlock
-        .parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("target"));
+    // Cargo's target directory itself, not the per-target one the binaries are in.
+    let target_dir = env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target"),
+        PathBuf::from,
+    );
     let json_path = opts
         .json
         .clone()
@@ -1658,6 +1707,10 @@ fn run(opts: &Opts) -> Result<()> {
         (
             "redlock-run",
             first_line(&redlock.display().to_string(), &["--version"]),
+        ),
+        (
+            "redlock-run build",
+            build_of(&redlock, opts.target.as_deref()),
         ),
         ("flock", first_line("flock", &["--version"])),
         ("etcdctl", first_line("etcdctl", &["version"])),

@@ -11,6 +11,7 @@ pub mod exit;
 pub mod guardian;
 pub mod holder;
 pub mod quorum_admin;
+pub mod random;
 pub mod renew;
 pub mod report;
 pub mod run;

@@ -229,9 +229,9 @@ fn report_unreachable(err: &anyhow::Error, failures: u32) {
     }
 }
 
-/// A random duration below `cap`, from the token generator's randomness source.
+/// A random duration below `cap`.
 fn jitter(cap: Duration) -> Duration {
-    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    let random = u128::from_ne_bytes(crate::random::bytes16()) as u64;
     let cap_ns = cap.as_nanos().max(1) as u64;
     Duration::from_nanos(random % cap_ns)
 }

@@ -82,7 +82,7 @@ impl LockRequest {
         fair_heartbeat_timeout: Option<Duration>,
         command_line: &str,
     ) -> LockRequest {
-        let token = uuid::Uuid::new_v4().to_string();
+        let token = crate::random::uuid_v4().to_string();
         let now = SystemTime::now();
         let since_ms = now
             .duration_since(UNIX_EPOCH)
