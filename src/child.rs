@@ -71,19 +71,33 @@ pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
     Ok(pid_tx)
 }
 
-/// Starts `argv` in a new process group with `env` added; `handled` are the signals this
-/// process has handlers for (reset to their defaults in the command). Call from the main
-/// thread.
-pub fn spawn(
+/// Readies `argv` to start: its PATH candidates, its arguments and the inherited
+/// environment less the variables named in `sets`. `handled` are the signals this process
+/// has handlers for (reset to their defaults in the command). Done before the lock is taken,
+/// so that none of it lies between a release and the command's start.
+pub fn prepare_command(
     argv: &[OsString],
-    env: &[(&str, String)],
+    sets: &[&str],
     handled: &[libc::c_int],
-) -> Result<Child, SpawnError> {
+) -> Result<spawn::Prepared, SpawnError> {
+    spawn::Prepared::new(argv, sets, handled).map_err(spawn_error)
+}
+
+/// Starts the prepared command in a new process group with `env` added. Call from the main
+/// thread.
+pub fn spawn(prepared: &mut spawn::Prepared, env: &[(&str, String)]) -> Result<Child, SpawnError> {
     let terminal = in_terminal_foreground();
-    match spawn::spawn(argv, env, terminal, handled) {
+    match spawn::spawn(prepared, env, terminal) {
         Ok(pid) => Ok(Child { pid, terminal }),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(err)),
-        Err(err) => Err(SpawnError::CannotExecute(err)),
+        Err(err) => Err(spawn_error(err)),
+    }
+}
+
+fn spawn_error(err: io::Error) -> SpawnError {
+    if err.kind() == io::ErrorKind::NotFound {
+        SpawnError::NotFound(err)
+    } else {
+        SpawnError::CannotExecute(err)
     }
 }
 

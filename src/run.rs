@@ -27,6 +27,14 @@ use crate::{report, signals};
 pub const FAIR_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a fair waiter renews its place (each renewal is also a try).
 const FAIR_HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
+/// The variables a run gives its command (README, "Environment given to the command"),
+/// replacing any it inherited.
+const RUN_VARIABLES: [&str; 4] = [
+    "REDLOCK_KEY",
+    "REDLOCK_TOKEN",
+    "REDLOCK_FENCE",
+    "REDLOCK_TTL_MS",
+];
 
 /// Runs the configured command under the lock. Every failure is reported here, once.
 pub fn run(config: &Config) -> Outcome {
@@ -85,6 +93,12 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         }
     });
     let renewer = ReadyRenewer::spawn(timing, events_tx.clone(), on_renewed)?;
+    // Likewise the command's argv, PATH candidates and environment: a run that waits has
+    // them ready when the lock comes free.
+    let mut command = match child::prepare_command(&config.command, &RUN_VARIABLES, &forwarded) {
+        Ok(command) => command,
+        Err(err) => return Ok(cannot_run(config, err)),
+    };
 
     let fair_heartbeat = config.fair.then_some(FAIR_HEARTBEAT_TIMEOUT);
     let lock = LockRequest::new(
@@ -119,25 +133,19 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         return Ok(Outcome::Interrupted { signal });
     }
 
-    let env = [
-        ("REDLOCK_KEY", config.key.clone()),
-        ("REDLOCK_TOKEN", token),
-        ("REDLOCK_FENCE", fence.to_string()),
-        ("REDLOCK_TTL_MS", config.ttl.as_millis().to_string()),
+    let values = [
+        config.key.clone(),
+        token,
+        fence.to_string(),
+        config.ttl.as_millis().to_string(),
     ];
+    let env: Vec<(&str, String)> = RUN_VARIABLES.into_iter().zip(values).collect();
     let renewer = renewer.start(backend, sent_at);
 
-    let mut child = match child::spawn(&config.command, &env, &forwarded) {
+    let mut child = match child::spawn(&mut command, &env) {
         Ok(child) => child,
         Err(err) => {
-            let (outcome, err) = match err {
-                SpawnError::NotFound(err) => (Outcome::NotFound, err),
-                SpawnError::CannotExecute(err) => (Outcome::CannotExecute, err),
-            };
-            report::error(&anyhow::anyhow!(
-                "cannot run {}: {err}",
-                config.command[0].to_string_lossy()
-            ));
+            let outcome = cannot_run(config, err);
             let (backend, valid_until) = renewer.stop();
             release(&mut **renew::lock(&backend), config, sent_at, valid_until);
             return Ok(outcome);
@@ -190,6 +198,19 @@ fn run_checked(config: &Config) -> Result<Outcome> {
             Outcome::Command(supervised.status)
         }
     })
+}
+
+/// Reports why the command could not start; the outcome says with which exit code.
+fn cannot_run(config: &Config, err: SpawnError) -> Outcome {
+    let (outcome, err) = match err {
+        SpawnError::NotFound(err) => (Outcome::NotFound, err),
+        SpawnError::CannotExecute(err) => (Outcome::CannotExecute, err),
+    };
+    report::error(&anyhow::anyhow!(
+        "cannot run {}: {err}",
+        config.command[0].to_string_lossy()
+    ));
+    outcome
 }
 
 /// Takes the lock, waiting for it per `--wait` if it is busy.

@@ -5,71 +5,113 @@
 //! every page we touch before the child's `exec` a copy-on-write fault; on the wrapper's
 //! critical path (start, hand-off) that was a fifth of a millisecond.
 //!
-//! Everything the child needs (paths to try, argv, envp) is prepared here before the
-//! `clone`; the child only calls async-signal-safe functions on memory it does not own,
-//! writes its `errno` into shared memory if every `exec` fails, and `_exit`s.
+//! Everything the child needs (paths to try, argv, envp, its stack) is prepared by the
+//! parent: most of it in [`Prepared::new`] before the lock is taken (while waiting, for a
+//! run that waits), the rest (the run's own variables) just before the `clone`. The child
+//! only calls async-signal-safe functions on memory it does not own, writes its `errno`
+//! into shared memory if every `exec` fails, and `_exit`s.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-/// What the child needs, prepared by the parent: the child allocates nothing.
-struct Plan {
-    /// Full paths to try, in PATH order (one when the command holds a `/`).
-    candidates: Vec<CString>,
-    argv: Vec<*const libc::c_char>,
-    /// `/bin/sh <path> args…` for a file without a `#!` line (ENOEXEC), as execvp does;
-    /// the child fills in `<path>`.
-    sh_argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
-    parent: libc::pid_t,
-    take_terminal: bool,
-    /// Signals whose handler must not run in the child; reset to the default first.
-    reset: Vec<libc::c_int>,
-    /// Set by the child when no `exec` succeeded.
-    errno: AtomicI32,
+extern "C" {
+    /// The process's environment, as the C library keeps it.
+    static environ: *const *const libc::c_char;
 }
 
 /// Size of the child's stack: it runs a few system calls and nothing else.
 const CHILD_STACK: usize = 64 * 1024;
 
-/// Starts `argv` with `env` in a new process group, with `SIGTERM` as its parent-death
-/// signal and, if `take_terminal`, as the terminal's foreground group. `reset` lists the
-/// signals that have handlers in this process. Returns the child's pid.
+/// The command, ready to start: everything that does not depend on the lock.
+pub struct Prepared {
+    /// Full paths to try, in PATH order (one when the command holds a `/`).
+    candidates: Vec<CString>,
+    /// Owns the strings `argv` and `sh_argv` point into.
+    _argv_strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    /// `/bin/sh <path> args…` for a file without a `#!` line (ENOEXEC), as execvp does;
+    /// the child fills in `<path>`.
+    sh_argv: Vec<*const libc::c_char>,
+    /// The inherited environment less the names the run sets: pointers into `environ`.
+    /// Nothing in redlock-run changes its environment, so they stay valid.
+    inherited: Vec<*const libc::c_char>,
+    /// Signals whose handler must not run in the child; reset to the default first.
+    reset: Vec<libc::c_int>,
+    stack: Vec<u8>,
+}
+
+impl Prepared {
+    /// Readies `argv` to run with the inherited environment, in which the names in `sets`
+    /// will be replaced at [`spawn`]. `reset` lists the signals that have handlers in this
+    /// process.
+    pub fn new(argv: &[OsString], sets: &[&str], reset: &[libc::c_int]) -> io::Result<Prepared> {
+        let argv_strings = c_strings(argv.iter().map(|arg| arg.as_bytes().to_vec()))?;
+        let candidates = candidates(&argv[0])?;
+        let mut sh_argv = vec![c"/bin/sh".as_ptr(), ptr::null()];
+        sh_argv.extend(pointers(&argv_strings).into_iter().skip(1));
+        Ok(Prepared {
+            candidates,
+            argv: pointers(&argv_strings),
+            _argv_strings: argv_strings,
+            sh_argv,
+            inherited: inherited_environment(sets),
+            reset: reset.to_vec(),
+            stack: vec![0u8; CHILD_STACK],
+        })
+    }
+}
+
+/// What the child reads, all of it prepared by the parent: the child allocates nothing.
+struct Plan<'a> {
+    candidates: &'a [CString],
+    argv: &'a [*const libc::c_char],
+    sh_argv: &'a mut [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    parent: libc::pid_t,
+    take_terminal: bool,
+    reset: &'a [libc::c_int],
+    /// Set by the child when no `exec` succeeded.
+    errno: AtomicI32,
+}
+
+/// Starts the prepared command with `env` (names given to [`Prepared::new`]) added, in a
+/// new process group, with `SIGTERM` as its parent-death signal and, if `take_terminal`, as
+/// the terminal's foreground group. Returns the child's pid.
 pub fn spawn(
-    argv: &[OsString],
+    prepared: &mut Prepared,
     env: &[(&str, String)],
     take_terminal: bool,
-    reset: &[libc::c_int],
 ) -> io::Result<libc::pid_t> {
-    let strings_argv = c_strings(argv.iter().map(|arg| arg.as_bytes().to_vec()))?;
-    let strings_envp = c_strings(environment(env))?;
-    let candidates = candidates(&argv[0])?;
-    let shell = c"/bin/sh";
-    let mut sh_argv = vec![shell.as_ptr(), ptr::null()];
-    sh_argv.extend(pointers(&strings_argv).into_iter().skip(1));
+    let ours = c_strings(
+        env.iter()
+            .map(|(name, value)| format!("{name}={value}").into_bytes()),
+    )?;
+    let mut envp = Vec::with_capacity(prepared.inherited.len() + ours.len() + 1);
+    envp.extend_from_slice(&prepared.inherited);
+    envp.extend(ours.iter().map(|entry| entry.as_ptr()));
+    envp.push(ptr::null());
     let mut plan = Plan {
-        candidates,
-        argv: pointers(&strings_argv),
-        sh_argv,
-        envp: pointers(&strings_envp),
+        candidates: &prepared.candidates,
+        argv: &prepared.argv,
+        sh_argv: &mut prepared.sh_argv,
+        envp: &envp,
         // SAFETY: getpid has no preconditions.
         parent: unsafe { libc::getpid() },
         take_terminal,
-        reset: reset.to_vec(),
+        reset: &prepared.reset,
         errno: AtomicI32::new(0),
     };
-    let mut stack = vec![0u8; CHILD_STACK];
     // The stack grows down on every architecture Linux runs Rust on but PA-RISC.
-    let stack_top = stack.as_mut_ptr().wrapping_add(CHILD_STACK);
+    let stack_top = prepared.stack.as_mut_ptr().wrapping_add(CHILD_STACK);
 
     // No signal handler may run in the child while it shares our memory: block them all
     // here (the child inherits the mask, resets handlers, then unblocks).
     let previous = block_all_signals();
     // SAFETY: `run_child` only touches `plan`, which outlives the child's use of it because
-    // CLONE_VFORK suspends this thread until the child has exec'd or exited; `stack` is
+    // CLONE_VFORK suspends this thread until the child has exec'd or exited; the stack is
     // likewise alive until then. `stack_top` is the end of a live 64 KiB allocation.
     let pid = unsafe {
         libc::clone(
@@ -81,7 +123,6 @@ pub fn spawn(
     };
     let clone_error = io::Error::last_os_error();
     restore_signals(&previous);
-    drop(stack);
     if pid < 0 {
         return Err(clone_error);
     }
@@ -104,7 +145,7 @@ extern "C" fn run_child(plan: *mut libc::c_void) -> libc::c_int {
     // SAFETY: every call below is async-signal-safe and takes plain values or pointers into
     // `plan`, which lives until exec or _exit.
     unsafe {
-        for &signal in &plan.reset {
+        for &signal in plan.reset {
             libc::signal(signal, libc::SIG_DFL);
         }
         // Rust ignores SIGPIPE for itself; the command expects the default.
@@ -130,7 +171,7 @@ extern "C" fn run_child(plan: *mut libc::c_void) -> libc::c_int {
 
         // execvp's rule: try each directory; remember EACCES, but keep looking.
         let mut first_error = 0;
-        for path in &plan.candidates {
+        for path in plan.candidates {
             libc::execve(path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
             let errno = *libc::__errno_location();
             match errno {
@@ -198,25 +239,23 @@ fn candidates(program: &OsStr) -> io::Result<Vec<CString>> {
     }))
 }
 
-/// This process's environment with `env` added or replaced, as `NAME=value` strings.
-fn environment(env: &[(&str, String)]) -> Vec<Vec<u8>> {
-    let mut vars: Vec<Vec<u8>> = std::env::vars_os()
-        .filter(|(name, _)| {
-            !env.iter()
-                .any(|(ours, _)| name.as_bytes() == ours.as_bytes())
-        })
-        .map(|(name, value)| {
-            let mut entry = name.into_vec();
-            entry.push(b'=');
-            entry.extend_from_slice(value.as_bytes());
-            entry
-        })
-        .collect();
-    vars.extend(
-        env.iter()
-            .map(|(name, value)| format!("{name}={value}").into_bytes()),
-    );
-    vars
+/// The inherited environment's `NAME=value` entries, less those named in `sets`.
+fn inherited_environment(sets: &[&str]) -> Vec<*const libc::c_char> {
+    let mut entries = Vec::new();
+    // SAFETY: `environ` is a NULL-terminated array of NUL-terminated strings, and nothing
+    // in this process changes it (no setenv, no std::env::set_var).
+    unsafe {
+        let mut entry = environ;
+        while !entry.is_null() && !(*entry).is_null() {
+            let text = std::ffi::CStr::from_ptr(*entry).to_bytes();
+            let name = text.split(|&b| b == b'=').next().unwrap_or(text);
+            if !sets.iter().any(|set| set.as_bytes() == name) {
+                entries.push(*entry);
+            }
+            entry = entry.add(1);
+        }
+    }
+    entries
 }
 
 fn c_strings(items: impl IntoIterator<Item = Vec<u8>>) -> io::Result<Vec<CString>> {
@@ -254,5 +293,32 @@ fn restore_signals(previous: &libc::sigset_t) {
     // SAFETY: `previous` was filled by pthread_sigmask.
     unsafe {
         libc::pthread_sigmask(libc::SIG_SETMASK, previous, ptr::null_mut());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_a_run_sets_are_left_out_of_the_inherited_environment() {
+        let names = |entries: Vec<*const libc::c_char>| -> Vec<Vec<u8>> {
+            entries
+                .into_iter()
+                .map(|entry| {
+                    // SAFETY: pointers into `environ`, which no test changes.
+                    unsafe { std::ffi::CStr::from_ptr(entry) }
+                        .to_bytes()
+                        .to_vec()
+                })
+                .map(|entry| entry.split(|&b| b == b'=').next().unwrap_or(&[]).to_vec())
+                .collect()
+        };
+        let all = names(inherited_environment(&[]));
+        assert_eq!(all.len(), std::env::vars_os().count());
+        assert!(all.contains(&b"PATH".to_vec()), "the tests run with a PATH");
+        let without_path = names(inherited_environment(&["PATH", "NOT_SET_ANYWHERE"]));
+        assert_eq!(without_path.len(), all.len() - 1);
+        assert!(!without_path.contains(&b"PATH".to_vec()));
     }
 }
