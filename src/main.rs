@@ -10,6 +10,11 @@ use redlock_run::config::Task;
 use redlock_run::exit::WRAPPER_FAILED;
 use redlock_run::{admin, report, run};
 
+/// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
+#[cfg(target_env = "musl")]
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
