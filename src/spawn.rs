@@ -278,7 +278,7 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-fn block_all_signals() -> libc::sigset_t {
+pub(crate) fn block_all_signals() -> libc::sigset_t {
     // SAFETY: both sets live on this frame; sigfillset initialises `all` before use.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -289,7 +289,7 @@ fn block_all_signals() -> libc::sigset_t {
     }
 }
 
-fn restore_signals(previous: &libc::sigset_t) {
+pub(crate) fn restore_signals(previous: &libc::sigset_t) {
     // SAFETY: `previous` was filled by pthread_sigmask.
     unsafe {
         libc::pthread_sigmask(libc::SIG_SETMASK, previous, ptr::null_mut());
