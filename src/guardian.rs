@@ -25,9 +25,9 @@
 //! afterwards, no address space to tear down when it exits. That was 0.2 ms of CPU per run
 //! (`perf stat`: 2.13 -> 1.91 ms for `redlock-run -- true`), which a machine running many
 //! contending jobs feels. Sharing memory, it runs on a stack of its own that nobody frees,
-//! reads nothing but its own stack, and makes its system calls directly ([`sys`]): the C
-//! library's wrappers would write `errno` into the thread-local storage of redlock-run's
-//! main thread. Elsewhere it is a `fork`, with the same code. Either way it starts with
+//! reads nothing but that stack, and makes its system calls directly (its `sys` module):
+//! the C library's wrappers would write `errno` into the thread-local storage of
+//! redlock-run's main thread. Elsewhere it is a `fork`, with the same code. Either way it starts with
 //! every signal blocked and keeps them blocked, so that no handler of redlock-run's ever
 //! runs in it and only SIGKILL ends it before its work is done.
 
