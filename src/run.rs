@@ -162,7 +162,7 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     match started {
         Ok(started) => {
             let _ = guardian.set(started);
-            // A renewal that finished while the guardian was starting told no one.
+            // A renewal that finished while the guardian was forking told no one.
             if let Some(guardian) = guardian.get() {
                 guardian.extend(renewer.valid_until());
             }
@@ -249,9 +249,9 @@ fn acquire(
         Wait::Forever => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
-    // Started now, so that starting it is off the path from the holder's release to our
-    // command's start. If it fails, it is tried again after the command's start, and warned of.
-    let guardian = ReadyGuardian::start(config.kill_after).ok();
+    // Forked now, so that the fork is off the path from the holder's release to our command's
+    // start. If it fails, the fork after the command's start is tried again, and warned of.
+    let guardian = ReadyGuardian::fork(config.kill_after).ok();
     let plan = WaitPlan {
         deadline,
         heartbeat: config.fair.then_some(FAIR_HEARTBEAT_EVERY),

@@ -18,8 +18,9 @@ use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 extern "C" {
-    /// The process's environment, as the C library keeps it.
-    static environ: *const *const libc::c_char;
+    /// The process's environment, as the C library keeps it (mutable there, as std declares
+    /// it too; read here only, once, before the lock is taken).
+    static mut environ: *const *const libc::c_char;
 }
 
 /// Size of the child's stack: it runs a few system calls and nothing else.
@@ -245,12 +246,14 @@ fn inherited_environment(sets: &[&str]) -> Vec<*const libc::c_char> {
     // SAFETY: `environ` is a NULL-terminated array of NUL-terminated strings, and nothing
     // in this process changes it (no setenv, no std::env::set_var).
     unsafe {
-        let mut entry = environ;
+        let mut entry = std::ptr::addr_of!(environ).read();
         while !entry.is_null() && !(*entry).is_null() {
             let text = std::ffi::CStr::from_ptr(*entry).to_bytes();
-            let name = text.split(|&b| b == b'=').next().unwrap_or(text);
-            if !sets.iter().any(|set| set.as_bytes() == name) {
-                entries.push(*entry);
+            // An entry without `=` is no variable; std's `vars_os` skips those too.
+            if let Some(at) = text.iter().position(|&b| b == b'=') {
+                if !sets.iter().any(|set| set.as_bytes() == &text[..at]) {
+                    entries.push(*entry);
+                }
             }
             entry = entry.add(1);
         }
@@ -278,7 +281,7 @@ fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
         .collect()
 }
 
-pub(crate) fn block_all_signals() -> libc::sigset_t {
+fn block_all_signals() -> libc::sigset_t {
     // SAFETY: both sets live on this frame; sigfillset initialises `all` before use.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -289,7 +292,7 @@ pub(crate) fn block_all_signals() -> libc::sigset_t {
     }
 }
 
-pub(crate) fn restore_signals(previous: &libc::sigset_t) {
+fn restore_signals(previous: &libc::sigset_t) {
     // SAFETY: `previous` was filled by pthread_sigmask.
     unsafe {
         libc::pthread_sigmask(libc::SIG_SETMASK, previous, ptr::null_mut());
