@@ -251,6 +251,33 @@ fn missing_command_gives_127_and_releases() {
     assert_eq!(server.dbsize(), 0);
 }
 
+/// A command that cannot be started at all (an empty name) is refused before Redis is asked
+/// for the lock: the command is readied before the lock is taken.
+#[test]
+fn an_empty_command_name_gives_127_before_redis_is_asked() {
+    let server = RedisServer::start();
+    let before = server.command_stats();
+    server
+        .cmd()
+        .args(["-k", "x", "--", ""])
+        .run()
+        .assert_code(127)
+        .assert_stderr_prefixed();
+    let scripts = |stats: &[(String, u64)]| -> u64 {
+        stats
+            .iter()
+            .filter(|(name, _)| name.starts_with("eval") || name.starts_with("script"))
+            .map(|(_, calls)| calls)
+            .sum()
+    };
+    assert_eq!(
+        scripts(&server.command_stats()),
+        scripts(&before),
+        "a lock was asked for"
+    );
+    assert_eq!(server.dbsize(), 0);
+}
+
 #[test]
 fn shell_mode_runs_a_pipeline() {
     let server = RedisServer::start();
