@@ -1,5 +1,8 @@
 //! `status`, `list` and `release`: what operators ask of locks, printed on stdout (text or
-//! JSON). Reading and deleting go through `backend::inspect`; this module only words it.
+//! JSON). One flow for every kind of deployment: reading and deleting go through
+//! `backend::inspect`, whose views hold what each node said and the verdict of the whole.
+//! The branches here are wording only: one server's view is said in a line per lock; a
+//! Redlock quorum's names each node and the quorum's verdict.
 
 use std::io::Write;
 use std::time::Duration;
@@ -7,13 +10,11 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use crate::backend;
-use crate::backend::inspect::{self, Slot};
-use crate::backend::single::Link;
+use crate::backend::inspect::{Inspector, LockView, Slot, Verdict};
+use crate::backend::lock_of_internal_key;
 use crate::config::{AdminAction, AdminConfig};
 use crate::exit::Outcome;
-use crate::holder;
-use crate::report;
+use crate::{holder, report};
 
 pub fn run(config: &AdminConfig) -> Outcome {
     match run_checked(config) {
@@ -26,99 +27,184 @@ pub fn run(config: &AdminConfig) -> Outcome {
 }
 
 fn run_checked(config: &AdminConfig) -> Result<Outcome> {
-    let [target] = config.redis.as_slice() else {
-        return crate::quorum_admin::run(config);
-    };
-    let mut link = Link::new(target, config.redis_timeout)?;
+    let mut inspector = Inspector::open(&config.redis, config.redis_timeout)?;
     match &config.action {
-        AdminAction::Status { key, json } => status(&mut link, key, *json),
-        AdminAction::List { json } => list(&mut link, &config.prefix, *json),
-        AdminAction::Release { key, force } => release(&mut link, key, *force),
+        AdminAction::Status { key, json } => status(&mut inspector, key, *json),
+        AdminAction::List { json } => list(&mut inspector, &config.prefix, *json),
+        AdminAction::Release { key, force } => release(&mut inspector, key, *force),
     }
 }
 
-/// Exit 0 when held, 1 when free.
-fn status(link: &mut Link, key: &str, json: bool) -> Result<Outcome> {
-    let slots = inspect::read_lock(link, key).with_context(|| format!("cannot read {key}"))?;
+/// Exit 0 when held, 1 when free; 125 when too few nodes answered to tell.
+fn status(inspector: &mut Inspector, key: &str, json: bool) -> Result<Outcome> {
+    let view = inspector.read(key);
+    if let Some(err) = lone_failure(&view) {
+        bail!("cannot read {key}: {err}");
+    }
     if json {
-        print(&lock_json(key, &slots).to_string())?;
+        print(&lock_json(&view).to_string())?;
+    } else if view.is_quorum() {
+        print(&format!("{}\n{}", verdict_line(&view), node_lines(&view)))?;
     } else {
-        print(&lock_line(key, &slots))?;
+        print(&lock_line(&view))?;
     }
-    Ok(if slots.is_empty() {
-        Outcome::Free
-    } else {
-        Outcome::Done
-    })
-}
-
-fn list(link: &mut Link, prefix: &str, json: bool) -> Result<Outcome> {
-    let names = inspect::list_locks(link, prefix).context("cannot list locks")?;
-    let mut locks = Vec::with_capacity(names.len());
-    for name in names {
-        let slots =
-            inspect::read_lock(link, &name).with_context(|| format!("cannot read {name}"))?;
-        // Gone between the scan and the read: not a lock any more.
-        if !slots.is_empty() {
-            locks.push((name, slots));
+    match view.verdict() {
+        Verdict::Held { .. } => Ok(Outcome::Done),
+        Verdict::Free { .. } => Ok(Outcome::Free),
+        Verdict::Unknown => {
+            bail!("cannot tell whether {key} is held: too few Redis nodes answered")
         }
     }
+}
+
+/// Every lock any node knows of, a line (or JSON object) each.
+fn list(inspector: &mut Inspector, prefix: &str, json: bool) -> Result<Outcome> {
+    let (names, failed) = inspector.list(prefix);
+    if inspector.is_quorum() {
+        for (display, err) in &failed {
+            report::warn(format_args!("cannot list the locks on {display}: {err}"));
+        }
+        if failed.len() >= inspector.majority() {
+            bail!("cannot list locks: too few Redis nodes answered");
+        }
+    } else if let Some((_, err)) = failed.first() {
+        bail!("cannot list locks: {err}");
+    }
+    let mut views = inspector.read_all(&names);
+    if let Some((key, err)) = views
+        .iter()
+        .find_map(|view| Some((&view.key, lone_failure(view)?)))
+    {
+        bail!("cannot read {key}: {err}");
+    }
+    if !inspector.is_quorum() {
+        // Gone between the scan and the read: not a lock any more. (A quorum's list shows
+        // every name any node knows, with its verdict.)
+        views.retain(|view| view.verdict() != Verdict::Free { strays: 0 });
+    }
     if json {
-        let all: Vec<_> = locks
-            .iter()
-            .map(|(name, slots)| lock_json(name, slots))
-            .collect();
+        let all: Vec<_> = views.iter().map(lock_json).collect();
         print(&serde_json::Value::Array(all).to_string())?;
     } else {
-        for (name, slots) in &locks {
-            print(&lock_line(name, slots))?;
+        for view in &views {
+            print(&if view.is_quorum() {
+                verdict_line(view)
+            } else {
+                lock_line(view)
+            })?;
         }
     }
     Ok(Outcome::Done)
 }
 
 /// Exit 0 when something was deleted, 1 when the lock was free; refuses without `--force`.
-fn release(link: &mut Link, key: &str, force: bool) -> Result<Outcome> {
-    if let Some(lock) = backend::lock_of_internal_key(key) {
+fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome> {
+    if let Some(lock) = lock_of_internal_key(key) {
         bail!(
             "{key} is bookkeeping of the lock {lock} (its fence counter, limit, queue or a \
              slot), not a lock; deleting it could let fences repeat. Release {lock} instead"
         );
     }
-    let slots = inspect::read_lock(link, key).with_context(|| format!("cannot read {key}"))?;
-    if slots.is_empty() {
-        print(&format!("{key} is free; nothing to release"))?;
+    let view = inspector.read(key);
+    if let Some(err) = lone_failure(&view) {
+        bail!("cannot read {key}: {err}");
+    }
+    let quorum = view.is_quorum();
+    let held: Vec<(usize, &Slot)> = view
+        .nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(node, view)| Some((node, view.slots.as_ref().ok()?)))
+        .flat_map(|(node, slots)| slots.iter().map(move |slot| (node, slot)))
+        .collect();
+    let unread: Vec<String> = view
+        .nodes
+        .iter()
+        .filter_map(|node| Some(format!("{}: {}", node.display, node.slots.as_ref().err()?)))
+        .collect();
+    let nodes = view.nodes.len();
+    if held.is_empty() && unread.is_empty() {
+        print(&if quorum {
+            format!("{key} is free on every node; nothing to release")
+        } else {
+            format!("{key} is free; nothing to release")
+        })?;
+        return Ok(Outcome::Free);
+    }
+    // Free as `status` says it is: the nodes read are a majority and none holds anything.
+    let read = nodes - unread.len();
+    if held.is_empty() && read >= view.majority() {
+        for line in &unread {
+            report::warn(format_args!("could not read {line}"));
+        }
+        print(&format!(
+            "{key} is free on the {read} of {nodes} nodes that answered; nothing to release"
+        ))?;
         return Ok(Outcome::Free);
     }
     if !force {
+        if let Verdict::Free { .. } = view.verdict() {
+            // Leftovers of a failed or lost attempt: nobody holds the lock.
+            print(&format!(
+                "{}; nothing to release (--force deletes those values now)",
+                verdict_line(&view)
+            ))?;
+            return Ok(Outcome::Free);
+        }
+        let held_by = if quorum {
+            verdict_line(&view)
+        } else {
+            let phrases: Vec<String> = held.iter().map(|(_, slot)| slot_phrase(slot)).collect();
+            format!("{key} is held by {}", phrases.join("; "))
+        };
         bail!(
-            "{key} is held by {}; releasing it lets another holder in while this one may \
-             still run (it would be terminated at its next renewal). Add --force to release it",
-            holders_phrase(&slots)
+            "{held_by}; releasing it lets another holder in while this one may still run (it \
+             would be terminated at its next renewal). Add --force to release it"
         );
     }
     let mut deleted_any = false;
-    for slot in &slots {
+    for (node, slot) in held {
+        // Where the slot is, when there is more than one place it could be.
+        let on = if quorum {
+            format!(" on {}", view.nodes[node].display)
+        } else {
+            String::new()
+        };
         if slot.value.is_none() {
             report::error(&anyhow::anyhow!(
-                "{} is a {}, not a lock redlock-run wrote; not deleting another application's data",
+                "{}{on} is a {}, not a lock redlock-run wrote; not deleting another \
+                 application's data",
                 slot.key,
                 slot.kind
             ));
             continue;
         }
         let who = holder::describe(slot.value.as_deref());
-        if inspect::force_release(link, key, slot)
-            .with_context(|| format!("cannot release {}", slot.key))?
-        {
-            print(&format!("released {}, held by {who}", slot.key))?;
-            deleted_any = true;
-        } else {
-            print(&format!(
+        let deleted = inspector
+            .force_release(node, key, slot)
+            .with_context(|| format!("cannot release {}{on}", slot.key));
+        match deleted {
+            Ok(true) => {
+                print(&format!("released {}{on}, held by {who}", slot.key))?;
+                deleted_any = true;
+            }
+            Ok(false) if quorum => print(&format!(
+                "{}{on} changed while being released; nothing deleted there",
+                slot.key
+            ))?,
+            Ok(false) => print(&format!(
                 "{} changed while being released (no longer held by {who}); nothing deleted",
                 slot.key
-            ))?;
+            ))?,
+            // One server: there is nowhere else to try.
+            Err(err) if !quorum => return Err(err),
+            Err(err) => report::error(&err),
         }
+    }
+    for line in &unread {
+        report::warn(format_args!(
+            "not released on {line}; it expires there by its TTL"
+        ));
     }
     if deleted_any {
         Ok(Outcome::Done)
@@ -127,8 +213,24 @@ fn release(link: &mut Link, key: &str, force: bool) -> Result<Outcome> {
     }
 }
 
-/// `redlock:deploy held by web-3 pid 4242 `./deploy.sh prod` for 3m12s, ttl 24s, fence 118`
-fn lock_line(key: &str, slots: &[Slot]) -> String {
+/// Why the one server of a single deployment could not be read, if it could not. (A
+/// quorum's unread nodes are shown beside the others.)
+fn lone_failure(view: &LockView) -> Option<&str> {
+    match view.nodes.as_slice() {
+        [node] => node.slots.as_ref().err().map(String::as_str),
+        _ => None,
+    }
+}
+
+/// One server: `redlock:deploy held by web-3 pid 4242 `./deploy.sh prod` for 3m12s, ttl
+/// 24s, fence 118`.
+fn lock_line(view: &LockView) -> String {
+    let key = &view.key;
+    let slots = view
+        .nodes
+        .first()
+        .and_then(|node| node.slots.as_ref().ok())
+        .map_or(&[][..], Vec::as_slice);
     match slots {
         [] => format!("{key} is free"),
         [slot] => format!("{key} held by {}", slot_phrase(slot)),
@@ -142,12 +244,56 @@ fn lock_line(key: &str, slots: &[Slot]) -> String {
     }
 }
 
-fn holders_phrase(slots: &[Slot]) -> String {
-    let phrases: Vec<String> = slots.iter().map(slot_phrase).collect();
-    phrases.join("; ")
+/// A quorum: the verdict, with how many nodes agree.
+fn verdict_line(view: &LockView) -> String {
+    let key = &view.key;
+    let nodes = view.nodes.len();
+    match view.verdict() {
+        Verdict::Held {
+            identity,
+            nodes: holding,
+        } => {
+            let phrase = view
+                .holder_slot(&identity)
+                .map_or_else(String::new, slot_phrase);
+            format!("{key} held by {phrase} (on {holding} of {nodes} nodes)")
+        }
+        Verdict::Free { strays: 0 } => {
+            let read = view.nodes.iter().filter(|node| node.slots.is_ok()).count();
+            if read == nodes {
+                format!("{key} is free (on all {nodes} nodes)")
+            } else {
+                format!("{key} is free (on the {read} of {nodes} nodes that answered)")
+            }
+        }
+        Verdict::Free { strays } => format!(
+            "{key} is free: no holder has a majority of the {nodes} nodes ({strays} still have \
+             a value, which expires by its TTL)"
+        ),
+        Verdict::Unknown => {
+            format!("{key}: cannot tell whether it is held; too few of the {nodes} nodes answered")
+        }
+    }
 }
 
-pub(crate) fn slot_phrase(slot: &Slot) -> String {
+/// A quorum: what each node holds.
+fn node_lines(view: &LockView) -> String {
+    let lines: Vec<String> = view
+        .nodes
+        .iter()
+        .map(|node| match &node.slots {
+            Ok(slots) if slots.is_empty() => format!("  {}: free", node.display),
+            Ok(slots) => {
+                let phrases: Vec<String> = slots.iter().map(slot_phrase).collect();
+                format!("  {}: {}", node.display, phrases.join("; "))
+            }
+            Err(err) => format!("  {}: cannot read: {err}", node.display),
+        })
+        .collect();
+    lines.join("\n")
+}
+
+fn slot_phrase(slot: &Slot) -> String {
     let who = match (&slot.holder, &slot.value) {
         (Some(holder), _) => holder.to_string(),
         (None, Some(_)) => holder::describe(None),
@@ -169,12 +315,52 @@ pub(crate) fn slot_phrase(slot: &Slot) -> String {
     format!("{who}, {ttl}{fence}")
 }
 
-fn lock_json(key: &str, slots: &[Slot]) -> serde_json::Value {
-    let holders: Vec<_> = slots.iter().map(slot_json).collect();
-    json!({ "key": key, "held": !slots.is_empty(), "holders": holders })
+/// One lock as JSON: its holders; for a quorum also the quorum's count and each node's view
+/// (`held` is null when too few nodes answered to tell).
+fn lock_json(view: &LockView) -> serde_json::Value {
+    let key = &view.key;
+    if !view.is_quorum() {
+        let slots = view
+            .nodes
+            .first()
+            .and_then(|node| node.slots.as_ref().ok())
+            .map_or(&[][..], Vec::as_slice);
+        let holders: Vec<_> = slots.iter().map(slot_json).collect();
+        return json!({ "key": key, "held": !slots.is_empty(), "holders": holders });
+    }
+    let (held, holders, holding) = match view.verdict() {
+        Verdict::Held { identity, nodes } => {
+            let holders: Vec<_> = view
+                .holder_slot(&identity)
+                .map(slot_json)
+                .into_iter()
+                .collect();
+            (json!(true), holders, nodes)
+        }
+        Verdict::Free { .. } => (json!(false), Vec::new(), 0),
+        Verdict::Unknown => (serde_json::Value::Null, Vec::new(), 0),
+    };
+    let nodes: Vec<_> = view
+        .nodes
+        .iter()
+        .map(|node| match &node.slots {
+            Ok(slots) => json!({
+                "redis": node.display,
+                "holders": slots.iter().map(slot_json).collect::<Vec<_>>(),
+            }),
+            Err(err) => json!({ "redis": node.display, "error": err }),
+        })
+        .collect();
+    json!({
+        "key": key,
+        "held": held,
+        "holders": holders,
+        "quorum": { "nodes": view.nodes.len(), "majority": view.majority(), "holding": holding },
+        "nodes": nodes,
+    })
 }
 
-pub(crate) fn slot_json(slot: &Slot) -> serde_json::Value {
+fn slot_json(slot: &Slot) -> serde_json::Value {
     let ttl_ms = slot.ttl.map(|ttl| ttl.as_millis() as u64);
     match &slot.holder {
         Some(holder) => json!({
@@ -200,7 +386,7 @@ pub(crate) fn slot_json(slot: &Slot) -> serde_json::Value {
 }
 
 /// A line on stdout; a closed stdout (`| head`) is not an error worth a message.
-pub(crate) fn print(text: &str) -> Result<()> {
+fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}") {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

@@ -1,13 +1,19 @@
-//! How a run ends, and the one table that turns that into a process exit status. README's
-//! "Exit codes" section and `cli::AFTER_HELP` document this table; keep the three in step.
+//! How a run ends, the one table that turns that into a process exit status, and the one
+//! place the process ends: [`Outcome::exit`]. README's "Exit codes" section and
+//! `cli::AFTER_HELP` document this table; keep the three in step.
 
-use std::process::ExitStatus;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ExitCode, ExitStatus};
 
 /// Why redlock-run stops.
 #[derive(Debug)]
 pub enum Outcome {
-    /// The command ran and ended on its own (or of a signal we forwarded).
-    Command(ExitStatus),
+    /// The command ran and ended on its own (or of a signal we forwarded). `lent_terminal`:
+    /// its process group had the terminal (so a Ctrl-C reached it, not us).
+    Command {
+        status: ExitStatus,
+        lent_terminal: bool,
+    },
     /// The lock was busy and `--no-wait` was given, or `--wait` ran out.
     NotAcquired { exit_code: u8 },
     /// The lock was lost while the command ran; the command was terminated.
@@ -36,9 +42,27 @@ pub const CANNOT_EXECUTE: u8 = 126;
 pub const NOT_FOUND: u8 = 127;
 
 impl Outcome {
+    /// Ends the run: the exit status to return from `main`. A run that a SIGINT ended (the
+    /// command died of one, or one came before the command ran) ends by SIGINT itself
+    /// instead, as the command would have: a calling shell then stops its loop or script as
+    /// it would have for the command.
+    pub fn exit(self) -> ExitCode {
+        match self {
+            Outcome::Interrupted {
+                signal: libc::SIGINT,
+            } => end_by_sigint(false),
+            Outcome::Command {
+                status,
+                lent_terminal,
+            } if status.signal() == Some(libc::SIGINT) => end_by_sigint(lent_terminal),
+            _ => {}
+        }
+        ExitCode::from(self.exit_code())
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
-            Outcome::Command(status) => status_code(*status),
+            Outcome::Command { status, .. } => status_code(*status),
             Outcome::NotAcquired { exit_code } => *exit_code,
             Outcome::LockLost => LOCK_LOST,
             Outcome::MaxRuntime => MAX_RUNTIME,
@@ -54,7 +78,6 @@ impl Outcome {
 
 /// The shell's convention: the exit status, or 128+N for a child that died of signal N.
 fn status_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
         (None, Some(signal)) => signal_code(signal),
@@ -67,23 +90,47 @@ fn signal_code(signal: i32) -> u8 {
     (128 + signal).clamp(0, 255) as u8
 }
 
+/// Ends redlock-run by SIGINT (bash stops a loop or script only for a child that died of
+/// SIGINT while bash saw a SIGINT too). With `whole_job`, the SIGINT goes to redlock-run's
+/// process group, which is what the terminal would have done had it not been lent to the
+/// command; otherwise only to redlock-run itself. `$?` is 130 either way.
+fn end_by_sigint(whole_job: bool) {
+    // SAFETY: restoring the default action and sending a signal; the set lives on this
+    // frame.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        if whole_job {
+            libc::kill(0, libc::SIGINT);
+        } else {
+            libc::raise(libc::SIGINT);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::process::ExitStatusExt;
+
+    fn command(status: i32) -> Outcome {
+        Outcome::Command {
+            status: ExitStatus::from_raw(status),
+            lent_terminal: false,
+        }
+    }
 
     #[test]
     fn command_status_passes_through() {
-        assert_eq!(
-            Outcome::Command(ExitStatus::from_raw(7 << 8)).exit_code(),
-            7
-        );
-        assert_eq!(Outcome::Command(ExitStatus::from_raw(0)).exit_code(), 0);
+        assert_eq!(command(7 << 8).exit_code(), 7);
+        assert_eq!(command(0).exit_code(), 0);
     }
 
     #[test]
     fn death_by_signal_is_128_plus_n() {
-        assert_eq!(Outcome::Command(ExitStatus::from_raw(9)).exit_code(), 137);
+        assert_eq!(command(9).exit_code(), 137);
         assert_eq!(
             Outcome::Interrupted {
                 signal: libc::SIGTERM

@@ -1,54 +1,11 @@
-//! Who holds a lock, read back from the value redlock-run writes (see `backend` for the
-//! layout), and said in one line for people: `web-3 pid 4242 `./deploy.sh prod` for 3m12s`.
+//! Who holds a lock, said in one line for people: `web-3 pid 4242 `./deploy.sh prod` for
+//! 3m12s`. The value is read back by `backend::layout`; this is only its wording, for the
+//! waiting messages and for `status`, `list` and `release`.
 
 use std::fmt;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-/// The metadata of one holder. Every field is optional: a value written by another version,
-/// or by hand, may lack some.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holder {
-    pub token: Option<String>,
-    pub host: Option<String>,
-    pub pid: Option<u64>,
-    pub cmd: Option<String>,
-    /// When it took the lock, in milliseconds since the Unix epoch (its own clock).
-    pub since_ms: Option<u64>,
-    pub fence: Option<u64>,
-    pub limit: Option<u64>,
-}
-
-impl Holder {
-    /// Reads a lock value; `None` when it is not a JSON object with a token, i.e. not
-    /// written by redlock-run.
-    pub fn parse(value: &str) -> Option<Holder> {
-        let serde_json::Value::Object(fields) = serde_json::from_str(value).ok()? else {
-            return None;
-        };
-        let text = |name: &str| fields.get(name)?.as_str().map(str::to_string);
-        let number = |name: &str| fields.get(name)?.as_u64();
-        let holder = Holder {
-            token: text("token"),
-            host: text("host"),
-            pid: number("pid"),
-            cmd: text("cmd"),
-            since_ms: number("since_ms"),
-            fence: number("fence"),
-            limit: number("limit"),
-        };
-        holder.token.is_some().then_some(holder)
-    }
-
-    /// How long it has held the lock, by this machine's clock (clocks may differ a little).
-    pub fn held_for(&self) -> Option<Duration> {
-        let since = UNIX_EPOCH + Duration::from_millis(self.since_ms?);
-        Some(
-            SystemTime::now()
-                .duration_since(since)
-                .unwrap_or(Duration::ZERO),
-        )
-    }
-}
+use crate::backend::Holder;
 
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,21 +1,29 @@
-//! redlock-run as a library: the binary's `main` only parses, calls [`run::run`] and exits
-//! with the outcome's code; everything else lives here so that unit tests and the
-//! completions test can reach it. See the module docs for who owns what.
+//! redlock-run as a library: the binary's `main` only parses, calls [`run::run`] or
+//! [`admin::run`] and ends with the [`exit::Outcome`]; everything else lives here so that
+//! unit tests and the completions test can reach it. Only what the binary and the tests use
+//! is public; see each module's doc for what it owns.
+//!
+//! ```text
+//! cli -> config -> run (wait, renew, supervise) -> exit
+//!               \-> admin
+//! run, wait, renew, supervise -> event <- signals, process
+//! backend (Redis only), process (processes only), lease (time only), report (stderr only)
+//! ```
 
 pub mod admin;
-pub mod backend;
-pub mod child;
 pub mod cli;
 pub mod config;
 pub mod exit;
-pub mod guardian;
-pub mod holder;
-pub mod quorum_admin;
-pub mod random;
-pub mod renew;
 pub mod report;
 pub mod run;
-pub mod signals;
-pub mod spawn;
-pub mod supervise;
-pub mod wait;
+
+mod backend;
+mod event;
+mod holder;
+mod lease;
+mod process;
+mod random;
+mod renew;
+mod signals;
+mod supervise;
+mod wait;

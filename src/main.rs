@@ -7,7 +7,7 @@ use clap::error::ErrorKind;
 use clap::Parser;
 use redlock_run::cli::Cli;
 use redlock_run::config::Task;
-use redlock_run::exit::WRAPPER_FAILED;
+use redlock_run::exit::Outcome;
 use redlock_run::{admin, report, run};
 
 /// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
@@ -16,6 +16,10 @@ use redlock_run::{admin, report, run};
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
+    outcome().exit()
+}
+
+fn outcome() -> Outcome {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err)
@@ -25,26 +29,25 @@ fn main() -> ExitCode {
             ) =>
         {
             let _ = err.print();
-            return ExitCode::SUCCESS;
+            return Outcome::Done;
         }
         Err(err) => {
             report::usage_error(&err.render().to_string());
-            return ExitCode::from(WRAPPER_FAILED);
+            return Outcome::Failed;
         }
     };
-    let outcome = match Task::from_cli(cli) {
+    match Task::from_cli(cli) {
         Ok(Task::Run(config)) => {
-            report::redact_panics(&config.redis);
+            report::redact_panics(config.redis.secrets());
             run::run(&config)
         }
         Ok(Task::Admin(config)) => {
-            report::redact_panics(&config.redis);
+            report::redact_panics(config.redis.secrets());
             admin::run(&config)
         }
         Err(err) => {
             report::error(&err);
-            return ExitCode::from(WRAPPER_FAILED);
+            Outcome::Failed
         }
-    };
-    ExitCode::from(outcome.exit_code())
+    }
 }

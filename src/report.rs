@@ -4,7 +4,13 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::config::Verbosity;
+/// How much redlock-run says on stderr: `-q`, the default, `-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verbosity {
+    Quiet,
+    Normal,
+    Verbose,
+}
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(Verbosity::Normal as u8);
 
@@ -88,13 +94,9 @@ pub fn usage_error(rendered: &str) {
     line(format_args!("{message}; try --help"));
 }
 
-/// Makes a panic message print the Redis URL without its password, should a bug ever put
-/// it there.
-pub fn redact_panics(targets: &[crate::config::RedisTarget]) {
-    let pairs: Vec<(String, String)> = targets
-        .iter()
-        .map(|target| (target.url.clone(), target.display.clone()))
-        .collect();
+/// Makes a panic message print each secret text as its safe form instead (a Redis URL
+/// without its password), should a bug ever put it there.
+pub fn redact_panics(pairs: Vec<(String, String)>) {
     std::panic::set_hook(Box::new(move |info| {
         let text = pairs
             .iter()

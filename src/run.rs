@@ -4,29 +4,23 @@
 //! is ours, and the lock is released only once the command's whole process group is gone.
 
 use std::io::IsTerminal;
-use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 
 use crate::backend::{self, Attempt, LockBackend, LockRequest, Released};
-use crate::child::{self, SpawnError};
 use crate::config::{Config, Wait};
+use crate::event::Event;
 use crate::exit::Outcome;
-use crate::guardian::{Guardian, ReadyGuardian};
 use crate::holder::Blocker;
-use crate::renew::{self, LeaseTiming, ReadyRenewer};
-use crate::supervise::{self, Ending, Event};
+use crate::lease::{self, Lease};
+use crate::process::{self, Guardian, ReadyGuardian, SpawnError};
+use crate::renew::{self, ReadyRenewer};
+use crate::supervise::{self, Ending};
 use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
 
-/// With `--fair`, a waiter that has not renewed its place in the queue for this long is
-/// dropped from it (it crashed), so it cannot hold up the others for longer.
-pub const FAIR_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often a fair waiter renews its place (each renewal is also a try).
-const FAIR_HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
 /// The variables a run gives its command (README, "Environment given to the command"),
 /// replacing any it inherited.
 const RUN_VARIABLES: [&str; 4] = [
@@ -39,24 +33,10 @@ const RUN_VARIABLES: [&str; 4] = [
 /// Runs the configured command under the lock. Every failure is reported here, once.
 pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
-    match run_checked(config) {
-        Ok(Outcome::Interrupted {
-            signal: libc::SIGINT,
-        }) => {
-            // Interrupted before the command ran, with nothing left in Redis: end by
-            // SIGINT, as the command would have, so that a calling shell loop stops too
-            // (a shell goes on when its child merely exits 130).
-            signals::end_by_sigint(false);
-            Outcome::Interrupted {
-                signal: libc::SIGINT,
-            }
-        }
-        Ok(outcome) => outcome,
-        Err(err) => {
-            report::error(&err);
-            Outcome::Failed
-        }
-    }
+    run_checked(config).unwrap_or_else(|err| {
+        report::error(&err);
+        Outcome::Failed
+    })
 }
 
 /// Where taking the lock got us.
@@ -75,35 +55,23 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     let (events_tx, events) = mpsc::channel();
     // First, so that a signal arriving from here on is never lost.
     let forwarded = signals::listen(events_tx.clone())?;
-    child::prepare();
-    let timing = LeaseTiming {
-        ttl: config.ttl,
-        renew_every: config.renew_every,
-        kill_after: config.kill_after,
-    };
+    process::prepare();
     // Every thread the run needs starts now: before the lock is taken, so that starting them
     // is off the path to the command, and before the command, which a failure to start one
     // would leave unwatched or unrenewed.
-    let child_pid = child::watcher(events_tx.clone())?;
-    let guardian: Arc<OnceLock<Guardian>> = Arc::default();
-    let renewal_guardian = Arc::clone(&guardian);
-    let on_renewed = Box::new(move |valid_until| {
-        if let Some(guardian) = renewal_guardian.get() {
-            guardian.extend(valid_until);
-        }
-    });
-    let renewer = ReadyRenewer::spawn(timing, events_tx.clone(), on_renewed)?;
+    let child_pid = process::watcher(events_tx.clone())?;
+    let renewer = ReadyRenewer::spawn(events_tx.clone())?;
     // Likewise the command's argv, PATH candidates and environment: a run that waits has
     // them ready when the lock comes free.
-    let mut command = match child::prepare_command(&config.command, &RUN_VARIABLES, &forwarded) {
+    let mut command = match process::command(&config.command, &RUN_VARIABLES, &forwarded) {
         Ok(command) => command,
         Err(err) => return Ok(cannot_run(config, err)),
     };
 
-    let fair_heartbeat = config.fair.then_some(FAIR_HEARTBEAT_TIMEOUT);
+    let fair_heartbeat = config.fair.then_some(lease::FAIR_HEARTBEAT_TIMEOUT);
     let lock = LockRequest::new(
         config.key.clone(),
-        config.ttl,
+        config.timing.ttl,
         config.limit,
         fair_heartbeat,
         &config.command_line(),
@@ -126,10 +94,11 @@ fn run_checked(config: &Config) -> Result<Outcome> {
             Acquisition::Ended(outcome) => return Ok(outcome),
         };
     report::verbose(format_args!("lock taken, token {token}, fence {fence}"));
+    let mut lease = config.timing.lease_from(sent_at);
 
     // A signal that came while the lock was being taken stops us before the command starts.
     if let Some(signal) = pending_signal(&events) {
-        release(&mut *backend, config, sent_at, sent_at + timing.validity());
+        release(&mut *backend, config, &lease);
         return Ok(Outcome::Interrupted { signal });
     }
 
@@ -137,66 +106,71 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         config.key.clone(),
         token,
         fence.to_string(),
-        config.ttl.as_millis().to_string(),
+        config.timing.ttl.as_millis().to_string(),
     ];
     let env: Vec<(&str, String)> = RUN_VARIABLES.into_iter().zip(values).collect();
-    let renewer = renewer.start(backend, sent_at);
+    let renewer = renewer.start(backend, lease);
 
-    let mut child = match child::spawn(&mut command, &env) {
+    let mut child = match process::spawn(&mut command, &env) {
         Ok(child) => child,
         Err(err) => {
             let outcome = cannot_run(config, err);
-            let (backend, valid_until) = renewer.stop();
-            release(&mut **renew::lock(&backend), config, sent_at, valid_until);
+            let backend = renewer.stop();
+            supervise::catch_up(&events, &mut lease);
+            release(&mut **renew::lock(&backend), config, &lease);
             return Ok(outcome);
         }
     };
     let _ = child_pid.send(child.pid());
     report::verbose(format_args!("command started, pid {}", child.pid()));
     // Told the group after the command starts (it needs the group's id): a SIGKILL in the
-    // few microseconds between the two leaves only the parent-death signal to act.
+    // few microseconds between the two leaves only the parent-death signal to act. A
+    // renewal that finishes meanwhile reaches it through the supervisor.
     let started = match ready_guardian {
-        Some(ready) => ready.guard(child.pid(), renewer.valid_until()),
-        None => Guardian::start(child.pid(), config.kill_after, renewer.valid_until()),
+        Some(ready) => ready.guard(child.pid(), lease.valid_until()),
+        None => Guardian::start(child.pid(), config.timing.kill_after, lease.valid_until()),
     };
-    match started {
-        Ok(started) => {
-            let _ = guardian.set(started);
-            // A renewal that finished while the guardian was forking told no one.
-            if let Some(guardian) = guardian.get() {
-                guardian.extend(renewer.valid_until());
-            }
+    let guardian = match started {
+        Ok(guardian) => Some(guardian),
+        Err(err) => {
+            report::warn(format_args!(
+                "cannot start the guardian process ({err}); if redlock-run is killed, only \
+                 the command's first process gets SIGTERM"
+            ));
+            None
         }
-        Err(err) => report::warn(format_args!(
-            "cannot start the guardian process ({err}); if redlock-run is killed, only the \
-             command's first process gets SIGTERM"
-        )),
-    }
+    };
 
     let limits = supervise::Limits {
-        kill_after: config.kill_after,
+        kill_after: config.timing.kill_after,
         max_runtime: config.max_runtime,
     };
-    let supervised = supervise::supervise(&mut child, &events, &renewer, &config.key, limits);
+    let supervised = supervise::supervise(
+        &mut child,
+        guardian.as_ref(),
+        &events,
+        &mut lease,
+        &config.key,
+        limits,
+    );
     // The group is gone (or supervision failed and nothing more can be done for it).
-    let (backend, valid_until) = renewer.stop();
+    let backend = renewer.stop();
+    supervise::catch_up(&events, &mut lease);
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
-    release(&mut **renew::lock(&backend), config, sent_at, valid_until);
+    release(&mut **renew::lock(&backend), config, &lease);
     // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
     // is dismissed it finds the group gone and does nothing to it.
-    if let Some(guardian) = guardian.get() {
+    if let Some(guardian) = &guardian {
         guardian.dismiss();
     }
     let supervised = supervised?;
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
         Ending::MaxRuntime => Outcome::MaxRuntime,
-        Ending::Exited => {
-            if supervised.status.signal() == Some(libc::SIGINT) {
-                signals::end_by_sigint(child.lends_terminal());
-            }
-            Outcome::Command(supervised.status)
-        }
+        Ending::Exited => Outcome::Command {
+            status: supervised.status,
+            lent_terminal: child.lends_terminal(),
+        },
     })
 }
 
@@ -251,10 +225,10 @@ fn acquire(
     report::verbose(format_args!("{} is busy; waiting", config.key));
     // Forked now, so that the fork is off the path from the holder's release to our command's
     // start. If it fails, the fork after the command's start is tried again, and warned of.
-    let guardian = ReadyGuardian::fork(config.kill_after).ok();
+    let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
     let plan = WaitPlan {
         deadline,
-        heartbeat: config.fair.then_some(FAIR_HEARTBEAT_EVERY),
+        heartbeat: config.fair.then_some(lease::FAIR_HEARTBEAT_EVERY),
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
     };
     let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
@@ -311,17 +285,14 @@ fn pending_signal(events: &Receiver<Event>) -> Option<libc::c_int> {
 /// Deletes the key if it is still ours, waking waiters; with `--min-hold`, leaves it to
 /// expire at the mark instead if that is still ahead. Past the lease's end there is nothing
 /// left to release; if Redis cannot be reached the key expires by its TTL.
-fn release(backend: &mut dyn LockBackend, config: &Config, sent_at: Instant, valid_until: Instant) {
+fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) {
     let now = Instant::now();
-    let deadline = valid_until.min(now + config.redis_timeout);
-    if deadline <= now + Duration::from_millis(1) {
+    let Some(deadline) = lease::release_deadline(now, lease.valid_until(), config.redis_timeout)
+    else {
         report::verbose(format_args!("the lease has ended; nothing to release"));
         return;
-    }
-    let keep_for = config
-        .min_hold
-        .map(|min_hold| (sent_at + min_hold).saturating_duration_since(now))
-        .filter(|left| !left.is_zero());
+    };
+    let keep_for = lease::min_hold_left(config.min_hold, lease.acquired_at(), now);
     match backend.release(keep_for, deadline) {
         Ok(Released::Deleted) => report::verbose(format_args!("lock released")),
         Ok(Released::KeptUntilMinHold) => report::verbose(format_args!(

@@ -8,7 +8,7 @@
 //! | INT, QUIT typed at the terminal | abort the wait             | not forwarded when the command's group holds the terminal: the terminal already delivered it there, and forwarding would deliver it twice; forwarded otherwise |
 //! | TSTP (Ctrl-Z), TTIN, TTOU, WINCH | default action           | reach the command's group from the terminal directly; when the command stops, redlock-run stops too and resumes it on `fg` |
 //! | PIPE                            | ignored (Rust's default)   | the command's own default applies     |
-//! | KILL                            | redlock-run dies; the key expires by its TTL | the guardian process (see `guardian.rs`) sends the command's group SIGTERM, then SIGKILL by the lease's end; the key expires by its TTL |
+//! | KILL                            | redlock-run dies; the key expires by its TTL | the guardian process (see `process/guardian.rs`) sends the command's group SIGTERM, then SIGKILL by the lease's end; the key expires by its TTL |
 //!
 //! The origin matters for the terminal row: `Cause::Kernel` marks a signal the terminal
 //! driver generated, `Cause::Sent` one that a process sent with `kill`.
@@ -20,7 +20,7 @@ use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::low_level::siginfo::Cause;
 
-use crate::supervise::Event;
+use crate::event::Event;
 
 pub const FORWARDED: [libc::c_int; 6] = [
     libc::SIGINT,
@@ -74,26 +74,4 @@ fn is_ignored(signal: libc::c_int) -> bool {
 pub fn name(signal: libc::c_int) -> String {
     signal_hook::low_level::signal_name(signal)
         .map_or_else(|| format!("signal {signal}"), str::to_string)
-}
-
-/// Ends redlock-run by SIGINT, as the command ended: a calling shell then stops its loop or
-/// script as it would have for the command (bash does so only for a child that died of
-/// SIGINT while bash saw a SIGINT too). With `whole_job`, the SIGINT goes to redlock-run's
-/// process group, which is what the terminal would have done had it not been lent to the
-/// command; otherwise only to redlock-run itself. `$?` is 130 either way.
-pub fn end_by_sigint(whole_job: bool) {
-    // SAFETY: restoring the default action and sending a signal; the set lives on this
-    // frame.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        if whole_job {
-            libc::kill(0, libc::SIGINT);
-        } else {
-            libc::raise(libc::SIGINT);
-        }
-    }
 }

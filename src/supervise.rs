@@ -1,6 +1,7 @@
 //! The one loop that decides, while the command runs. Threads only report (`Event`): the
-//! signal thread, the child watcher, the renewal thread. This loop forwards signals, reacts
-//! to a lost lock by terminating the command, and returns once the command and everything
+//! signal thread, the child watcher, the renewal thread. This loop forwards signals, keeps
+//! the lease's end (and tells the guardian each new one), reacts to a lost lock or an ended
+//! `--max-runtime` by terminating the command, and returns once the command and everything
 //! left in its process group are gone. It never talks to Redis.
 
 use std::process::ExitStatus;
@@ -9,28 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::Notice;
-use crate::child::Child;
-use crate::renew::{Loss, Renewer};
+use crate::event::{Event, Loss};
+use crate::lease::{self, Lease};
+use crate::process::{Child, Guardian};
 use crate::report;
 use crate::signals;
-
-/// What the reporting threads say.
-pub enum Event {
-    /// A signal arrived; `from_terminal` when the terminal driver generated it.
-    Signal {
-        signal: libc::c_int,
-        from_terminal: bool,
-    },
-    /// The command's first process exited (not yet reaped).
-    ChildExited,
-    /// The command's first process was stopped, by `signal` (Ctrl-Z: SIGTSTP).
-    ChildStopped { signal: libc::c_int },
-    /// The renewal thread could not keep the lock.
-    LockLost(Loss),
-    /// A release notice (only while waiting for a busy lock).
-    Notice(Notice),
-}
 
 pub struct Supervised {
     pub status: ExitStatus,
@@ -56,17 +40,20 @@ pub struct Limits {
     pub max_runtime: Option<Duration>,
 }
 
-/// Supervises `child` until it and its process group are gone.
+/// Supervises `child` until it and its process group are gone, keeping `lease` up to date
+/// with the renewals reported and `guardian` told of each.
 pub fn supervise(
     child: &mut Child,
+    guardian: Option<&Guardian>,
     events: &Receiver<Event>,
-    renewer: &Renewer,
+    lease: &mut Lease,
     key: &str,
     limits: Limits,
 ) -> Result<Supervised> {
     let mut state = Supervisor {
         child,
-        renewer,
+        guardian,
+        lease,
         key,
         limits,
         ending: Ending::Exited,
@@ -93,10 +80,22 @@ pub fn supervise(
     }
 }
 
+/// After the renewal thread has stopped: takes the renewals it reported after the loop
+/// ended, so that `lease` is as the last successful renewal left it. Other events are of no
+/// use any more.
+pub fn catch_up(events: &Receiver<Event>, lease: &mut Lease) {
+    for event in events.try_iter() {
+        if let Event::Renewed { valid_until } = event {
+            lease.renewed_until(valid_until);
+        }
+    }
+}
+
 /// The supervisor's state between events.
 struct Supervisor<'a> {
     child: &'a mut Child,
-    renewer: &'a Renewer,
+    guardian: Option<&'a Guardian>,
+    lease: &'a mut Lease,
     key: &'a str,
     limits: Limits,
     ending: Ending,
@@ -111,7 +110,7 @@ impl Supervisor<'_> {
     /// thread reports a loss itself, but it may be stuck in a slow read; the lease is watched
     /// here as well, so that nothing in Redis I/O can delay the command's termination.
     fn next_timer(&self) -> Option<Instant> {
-        let lease_ends = (self.ending != Ending::LockLost).then(|| self.renewer.give_up_at());
+        let lease_ends = (self.ending != Ending::LockLost).then(|| self.lease.give_up_at());
         [
             self.kill_at.filter(|_| !self.killed),
             self.runtime_ends,
@@ -124,7 +123,7 @@ impl Supervisor<'_> {
 
     /// Acts on whichever deadline has passed; a lease that ran out becomes a `LockLost`.
     fn timer_fired(&mut self, now: Instant) -> Option<Event> {
-        if self.ending != Ending::LockLost && now >= self.renewer.give_up_at() {
+        if self.ending != Ending::LockLost && now >= self.lease.give_up_at() {
             return Some(Event::LockLost(Loss::Unconfirmed {
                 last_error: String::from("the renewal did not return in time"),
             }));
@@ -158,6 +157,7 @@ impl Supervisor<'_> {
                 from_terminal,
             } => self.forward(signal, from_terminal),
             Event::ChildStopped { signal } => self.stopped(signal),
+            Event::Renewed { valid_until } => self.renewed(valid_until),
             Event::LockLost(loss) => self.lost(loss),
             Event::ChildExited => return self.exited().map(Some),
             Event::Notice(_) => {}
@@ -187,6 +187,24 @@ impl Supervisor<'_> {
         }
     }
 
+    fn renewed(&mut self, valid_until: Instant) {
+        self.lease.renewed_until(valid_until);
+        if let Some(guardian) = self.guardian {
+            guardian.extend(self.lease.valid_until());
+        }
+    }
+
+    /// When SIGKILL is due if the command is told to end now (or was told already): never
+    /// past the lease's end, after which nothing keeps anyone else out (the guardian would
+    /// do it otherwise).
+    fn kill_due(&self, now: Instant) -> Instant {
+        let lease_end = self.lease.valid_until().max(now);
+        match self.kill_at {
+            Some(due) => due.min(lease_end),
+            None => lease::kill_deadline(now, self.limits.kill_after, lease_end),
+        }
+    }
+
     fn stopped(&mut self, signal: libc::c_int) {
         if self.kill_at.is_some() {
             return;
@@ -205,7 +223,7 @@ impl Supervisor<'_> {
         self.child.stop_with_command();
         // Continued. While we were stopped nothing renewed the lease: resume the command
         // only if the lease still holds; the renewal thread, running again, renews at once.
-        if Instant::now() >= self.renewer.valid_until() {
+        if Instant::now() >= self.lease.valid_until() {
             report::error(&anyhow::anyhow!(
                 "lock lost: {} expired while the command was stopped; killing it",
                 self.key
@@ -232,10 +250,7 @@ impl Supervisor<'_> {
                 format!("Redis did not confirm {key} in time ({last_error})")
             }
         };
-        // Past the lease's end nothing keeps anyone else out: SIGKILL by then at the latest
-        // (the guardian would do it otherwise).
-        let due = self.kill_at.unwrap_or(now + self.limits.kill_after);
-        let at = due.min(self.renewer.valid_until().max(now));
+        let at = self.kill_due(now);
         // Signal first: reporting could block on a full stderr pipe.
         self.child.terminate_group();
         self.kill_at = Some(at);
@@ -248,11 +263,7 @@ impl Supervisor<'_> {
     fn exited(&mut self) -> Result<Supervised> {
         // Even when the status cannot be had, the group is ended before anything else.
         let status = self.child.reap();
-        // Past the lease's end nothing keeps anyone else out: leftovers are killed by then.
-        let leftovers_kill_at = self
-            .kill_at
-            .unwrap_or_else(|| Instant::now() + self.limits.kill_after)
-            .min(self.renewer.valid_until());
+        let leftovers_kill_at = self.kill_due(Instant::now());
         if self.child.end_leftovers(leftovers_kill_at) && self.kill_at.is_none() {
             report::warn(format_args!(
                 "the command left processes running in its process group; \

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::backend::{is_transient, Attempt, LockBackend, Notice, Subscription};
+use crate::event::Event;
 use crate::holder::Blocker;
 use crate::report;
-use crate::supervise::Event;
 
 /// Re-check a key that has no TTL (not ours to judge: another tool's lock or another
 /// application's data) this often; only a release notice or its deletion frees it.

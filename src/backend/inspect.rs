@@ -1,18 +1,225 @@
 //! Reading locks for people (`status`, `list`) and removing a stuck one (`release
-//! --force`). Reads are single scripts, so what is shown is one consistent moment; a forced
-//! release deletes only the exact value it just read.
+//! --force`), the same way for one server, Sentinel, Cluster and a Redlock quorum: an
+//! [`Inspector`] reads every node (in parallel when there are several) and a [`LockView`]
+//! holds what each node said, with the verdict of the whole: a lock is held when one holder
+//! has it on a majority of the nodes (on the one node of a single deployment, when it has
+//! it at all). Reads are single scripts, so what a node shows is one consistent moment; a
+//! forced release deletes only the exact value it just read. The wording is `admin`'s.
 
 use std::time::Duration;
 
 use anyhow::Result;
 
-use super::single::{Link, FORCE_RELEASE, PEEK};
-use super::{limit_key, lock_of_internal_key, release_channel, slot_key};
-use crate::config::MAX_LIMIT;
-use crate::holder::Holder;
+use super::connection::Link;
+use super::layout::{
+    limit_key, lock_of_internal_key, release_channel, slot_key, Holder, MAX_LIMIT,
+};
+use super::quorum::majority;
+use super::scripts::{FORCE_RELEASE, PEEK};
+use super::Deployment;
 
 /// How many keys one SCAN step asks for.
 const SCAN_BATCH: usize = 500;
+
+/// The connections that `status`, `list` and `release` read and delete through: one per
+/// node (a single deployment is one node).
+pub struct Inspector {
+    links: Vec<Link>,
+    displays: Vec<String>,
+}
+
+/// What one node said about a lock: its held slots, or why it could not be read.
+#[derive(Debug, Clone)]
+pub struct NodeView {
+    pub display: String,
+    pub slots: Result<Vec<Slot>, String>,
+}
+
+/// One lock as every node has it now.
+#[derive(Debug, Clone)]
+pub struct LockView {
+    /// The lock's full key.
+    pub key: String,
+    pub nodes: Vec<NodeView>,
+}
+
+/// What the nodes say together.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// One holder (by its identity) has a majority of the nodes.
+    Held { identity: String, nodes: usize },
+    /// No holder has a majority, and the nodes that could not be read could not change
+    /// that. `strays`: nodes that still have some value (an acquisition in progress, or
+    /// what a lost or split one left to expire).
+    Free { strays: usize },
+    /// Too many nodes could not be read to tell.
+    Unknown,
+}
+
+impl Inspector {
+    /// Readies a connection to each node; connects on first use.
+    pub fn open(deployment: &Deployment, timeout: Duration) -> Result<Inspector> {
+        let targets = deployment.targets();
+        Ok(Inspector {
+            links: targets
+                .iter()
+                .map(|target| Link::new(target, timeout))
+                .collect::<Result<_>>()?,
+            displays: targets.iter().map(|t| t.display.clone()).collect(),
+        })
+    }
+
+    /// Whether the nodes are the independent masters of a Redlock quorum.
+    pub fn is_quorum(&self) -> bool {
+        self.links.len() > 1
+    }
+
+    /// How many nodes make a majority (1 of a single deployment).
+    pub fn majority(&self) -> usize {
+        majority(self.links.len())
+    }
+
+    /// The lock at `key` on every node.
+    pub fn read(&mut self, key: &str) -> LockView {
+        let mut views = self.read_all(&[key.to_string()]);
+        views.pop().unwrap_or_else(|| LockView {
+            key: key.to_string(),
+            nodes: Vec::new(),
+        })
+    }
+
+    /// Each of `keys` on every node. A node that fails is not asked again: it shows that
+    /// failure for the rest of the keys.
+    pub fn read_all(&mut self, keys: &[String]) -> Vec<LockView> {
+        let per_node = self.on_every_node(|link| {
+            let mut read = Vec::with_capacity(keys.len());
+            for key in keys {
+                match read_lock(link, key) {
+                    Ok(slots) => read.push(Ok(slots)),
+                    Err(err) => {
+                        let err = format!("{err:#}");
+                        read.resize(keys.len(), Err(err));
+                        break;
+                    }
+                }
+            }
+            read
+        });
+        keys.iter()
+            .enumerate()
+            .map(|(index, key)| LockView {
+                key: key.clone(),
+                nodes: per_node
+                    .iter()
+                    .zip(&self.displays)
+                    .map(|(read, display)| NodeView {
+                        display: display.clone(),
+                        slots: read[index].clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The names of the locks under `prefix` that any node knows of, sorted, each once,
+    /// with the nodes that could not be listed and why.
+    pub fn list(&mut self, prefix: &str) -> (Vec<String>, Vec<(String, String)>) {
+        let listed = self.on_every_node(|link| list_locks(link, prefix));
+        let mut names = Vec::new();
+        let mut failed = Vec::new();
+        for (found, display) in listed.into_iter().zip(&self.displays) {
+            match found {
+                Ok(found) => names.extend(found),
+                Err(err) => failed.push((display.clone(), format!("{err:#}"))),
+            }
+        }
+        names.sort();
+        names.dedup();
+        (names, failed)
+    }
+
+    /// Deletes `slot` of the lock `key` on node `node` if it still holds the value read, and
+    /// wakes the lock's waiters. Returns whether it was deleted (false: it changed or
+    /// vanished in the meantime).
+    pub fn force_release(&mut self, node: usize, key: &str, slot: &Slot) -> Result<bool> {
+        force_release(&mut self.links[node], key, slot)
+    }
+
+    /// Runs `read` on every node at once; one result per node, in order. One node is read
+    /// on this thread.
+    fn on_every_node<T: Send>(&mut self, read: impl Fn(&mut Link) -> T + Sync) -> Vec<T> {
+        if let [link] = self.links.as_mut_slice() {
+            return vec![read(link)];
+        }
+        std::thread::scope(|scope| {
+            let reads: Vec<_> = self
+                .links
+                .iter_mut()
+                .map(|link| {
+                    let read = &read;
+                    scope.spawn(move || read(link))
+                })
+                .collect();
+            reads
+                .into_iter()
+                // A node's panic (a bug; the release build aborts on it) goes on here.
+                .map(|read| {
+                    read.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
+    }
+}
+
+impl LockView {
+    /// Whether the lock lives on several independent nodes (Redlock).
+    pub fn is_quorum(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    pub fn majority(&self) -> usize {
+        majority(self.nodes.len())
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        let majority = self.majority();
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        let mut unread = 0;
+        let mut strays = 0;
+        for view in &self.nodes {
+            match &view.slots {
+                Err(_) => unread += 1,
+                Ok(slots) => {
+                    let Some(first) = slots.first() else { continue };
+                    strays += 1;
+                    let who = first.identity();
+                    match counts.iter_mut().find(|(identity, _)| *identity == who) {
+                        Some((_, count)) => *count += 1,
+                        None => counts.push((who, 1)),
+                    }
+                }
+            }
+        }
+        let most = counts.iter().max_by_key(|(_, count)| *count).cloned();
+        match most {
+            Some((identity, nodes)) if nodes >= majority => Verdict::Held { identity, nodes },
+            Some((_, nodes)) if nodes + unread >= majority => Verdict::Unknown,
+            None if unread >= majority => Verdict::Unknown,
+            _ => Verdict::Free { strays },
+        }
+    }
+
+    /// The slot of the holder `identity` on the node where its lease ends first (the
+    /// quorum holds it at least that long).
+    pub fn holder_slot(&self, identity: &str) -> Option<&Slot> {
+        self.nodes
+            .iter()
+            .filter_map(|view| view.slots.as_ref().ok()?.first())
+            .filter(|slot| slot.identity() == identity)
+            .min_by_key(|slot| slot.ttl.unwrap_or(Duration::MAX))
+    }
+}
 
 /// One held slot of a lock, as Redis has it now.
 #[derive(Debug, Clone)]
@@ -30,9 +237,20 @@ pub struct Slot {
     pub holder: Option<Holder>,
 }
 
+impl Slot {
+    /// Who holds it, the same on every node: the token for values of ours, else the value.
+    fn identity(&self) -> String {
+        match (&self.holder, &self.value) {
+            (Some(holder), _) => holder.token.clone().unwrap_or_default(),
+            (None, Some(value)) => value.clone(),
+            (None, None) => format!("a {}", self.kind),
+        }
+    }
+}
+
 /// The held slots of the lock at `key` (empty when free): slot 1, and with a semaphore
 /// (its `{K}:limit` key, or a holder's value, says how many slots) the others.
-pub fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
+fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
     let declared = peek(link, &limit_key(key))?
         .and_then(|limit| limit.value?.trim().parse::<u32>().ok())
         .unwrap_or(1);
@@ -53,7 +271,7 @@ pub fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
 /// The names (full keys) of every lock under `prefix`, each once: keys that start with it,
 /// less the locks' own bookkeeping keys (fence, limit, queue, slots), which stand for their
 /// lock instead.
-pub fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
+fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
     let escaped = glob_escape(prefix);
     let mut names = Vec::new();
     // Untagged locks keep their bookkeeping under `{K}…`, outside the prefix: a semaphore
@@ -71,7 +289,7 @@ pub fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
 
 /// Deletes `slot` if it still holds the value read, and wakes the lock's waiters. Returns
 /// whether it was deleted (false: it changed or vanished in the meantime).
-pub fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<bool> {
+fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<bool> {
     let Some(value) = &slot.value else {
         return Ok(false);
     };
@@ -140,6 +358,66 @@ fn glob_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn held_by(token: &str) -> Result<Vec<Slot>, String> {
+        let value = format!("{{\"token\":\"{token}\",\"fence\":1}}");
+        Ok(vec![Slot {
+            key: "k".into(),
+            holder: Holder::parse(&value),
+            value: Some(value),
+            kind: "string".into(),
+            ttl: Some(Duration::from_secs(1)),
+        }])
+    }
+
+    fn verdict(slots: Vec<Result<Vec<Slot>, String>>) -> Verdict {
+        let nodes = slots
+            .into_iter()
+            .map(|slots| NodeView {
+                display: "redis://n".into(),
+                slots,
+            })
+            .collect();
+        LockView {
+            key: "k".into(),
+            nodes,
+        }
+        .verdict()
+    }
+
+    #[test]
+    fn the_quorum_decides() {
+        let down = || Err(String::from("down"));
+        let held = verdict(vec![held_by("a"), held_by("a"), Ok(vec![])]);
+        assert_eq!(
+            held,
+            Verdict::Held {
+                identity: "a".into(),
+                nodes: 2
+            }
+        );
+        let split = verdict(vec![held_by("a"), held_by("b"), Ok(vec![])]);
+        assert_eq!(split, Verdict::Free { strays: 2 });
+        assert_eq!(
+            verdict(vec![held_by("a"), down(), Ok(vec![])]),
+            Verdict::Unknown
+        );
+        assert_eq!(
+            verdict(vec![Ok(vec![]), down(), Ok(vec![])]),
+            Verdict::Free { strays: 0 }
+        );
+        assert_eq!(verdict(vec![down(), down(), Ok(vec![])]), Verdict::Unknown);
+    }
+
+    #[test]
+    fn one_server_decides_alone() {
+        assert!(matches!(
+            verdict(vec![held_by("a")]),
+            Verdict::Held { nodes: 1, .. }
+        ));
+        assert_eq!(verdict(vec![Ok(vec![])]), Verdict::Free { strays: 0 });
+        assert_eq!(verdict(vec![Err("down".into())]), Verdict::Unknown);
+    }
 
     #[test]
     fn globs_are_escaped() {

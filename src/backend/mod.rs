@@ -1,201 +1,48 @@
-//! How a lock is held in Redis, behind one small interface. This is the only place that knows
-//! keys, values, scripts and channels; the rest of the program sees `LockBackend` and never a
-//! Redis connection. It knows nothing of processes or signals.
+//! How a lock is held in Redis, behind one small interface. Everything that talks to Redis
+//! lives under this module, by layer, from the bottom up:
 //!
-//! Data layout, for a lock named `K` (the full key, prefix included):
-//! - `K`: a string, the lock itself (with `--limit N`, the first of N slots). Its value
-//!   starts with the holder's identity, `{"token":"<uuid>"`, then the fence and metadata:
-//!   `{"token":"…","fence":118,"host":"web-3","pid":4242,"cmd":"./deploy.sh","since":"…Z",
-//!   "since_ms":…,"ttl_ms":30000,"limit":1}`. With `--prefix ''` and the default limit this
-//!   is the standard `SET K token NX PX ttl` lock, shared with other tools that use it.
-//! - `{K}:slot:2` … `{K}:slot:N`: the other slots of a semaphore, strings like `K`.
-//! - `{K}:limit`: while a semaphore has holders, its N (so a run with another `--limit`
-//!   is refused even when the slots it would look at are free); it lives as long as the
-//!   longest lease and goes with the last release.
-//! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
-//! - `{K}:queue` and `{K}:queue:alive`: with `--fair`, sorted sets of waiting tokens by
-//!   arrival and by heartbeat expiry (server time, ms).
+//! - `error`: what a failure is, and whether it may pass;
+//! - `target`: the URLs the user gave, checked and redacted;
+//! - `endpoint`: which server a command goes to (one server, Sentinel, Cluster discovery);
+//! - `connection`: deadlines on every command, redirections, script loading;
+//! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
+//! - `protocol`: the lock on one deployment; `quorum`: Redlock over several;
+//! - `inspect`: reading and clearing locks for `status`, `list` and `release`.
 //!
-//! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
-//! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
-//! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
-//! key whose value we did not write (another holder's, another tool's, another
-//! application's hash) is never renewed or deleted. Waiters listen on
-//! `redlock-run:released:K`; each message is the releasing holder's identity and a
-//! release number.
+//! The rest of the program sees [`LockBackend`] and [`inspect::Inspector`], never a Redis
+//! connection. Nothing here knows of processes or signals.
 
-pub mod endpoint;
+mod connection;
+mod endpoint;
+mod error;
 pub mod inspect;
-pub mod quorum;
-pub mod single;
+mod layout;
+mod protocol;
+mod quorum;
+mod scripts;
+mod target;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use crate::config::RedisTarget;
+pub use error::is_transient;
+pub use layout::{lock_of_internal_key, Holder, LockRequest, MAX_KEY_LEN, MAX_LIMIT};
+pub use target::Deployment;
 
-/// The backend for `targets`: one Redis deployment, or a Redlock quorum over several
+/// The backend for `deployment`: one Redis deployment, or a Redlock quorum over several
 /// independent masters. Nothing is connected yet.
 pub fn open(
-    targets: &[RedisTarget],
+    deployment: &Deployment,
     timeout: Duration,
     lock: LockRequest,
 ) -> Result<Box<dyn LockBackend>> {
-    Ok(match targets {
-        [single] => Box::new(single::SingleRedis::new(single, timeout, lock)?),
+    Ok(match deployment.targets() {
+        [single] => Box::new(protocol::SingleRedis::new(single, timeout, lock)?),
         nodes => Box::new(quorum::Quorum::new(nodes, timeout, lock)?),
     })
-}
-
-/// How much a lease of `ttl` is cut short to allow for the server's clock running at
-/// another rate than ours: 1% of the TTL plus 2 ms, as in the Redis distributed-lock spec.
-pub fn clock_drift(ttl: Duration) -> Duration {
-    ttl / 100 + Duration::from_millis(2)
-}
-
-/// Waiters listen on this channel prefix + the full key for a release.
-pub const RELEASE_CHANNEL_PREFIX: &str = "redlock-run:released:";
-
-/// What we want to hold: the key, for how long, how many may share it, and the value that
-/// says it is ours.
-#[derive(Debug, Clone)]
-pub struct LockRequest {
-    pub key: String,
-    pub token: String,
-    /// The value after the identity and the fence: `,"host":…}`.
-    pub metadata: String,
-    pub ttl: Duration,
-    pub limit: u32,
-    /// With `--fair`: how long a waiter stays queued without a heartbeat.
-    pub fair_heartbeat_timeout: Option<Duration>,
-}
-
-impl LockRequest {
-    /// A new request with a fresh 128-bit random token and this process's metadata.
-    pub fn new(
-        key: String,
-        ttl: Duration,
-        limit: u32,
-        fair_heartbeat_timeout: Option<Duration>,
-        command_line: &str,
-    ) -> LockRequest {
-        let token = crate::random::uuid_v4().to_string();
-        let now = SystemTime::now();
-        let since_ms = now
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_millis());
-        let metadata = format!(
-            ",\"host\":{host},\"pid\":{pid},\"cmd\":{cmd},\"since\":\"{since}\",\"since_ms\":{since_ms},\"ttl_ms\":{ttl_ms},\"limit\":{limit}}}",
-            host = json_string(&hostname()),
-            pid = std::process::id(),
-            cmd = json_string(command_line),
-            since = humantime::format_rfc3339_seconds(now),
-            ttl_ms = ttl.as_millis(),
-        );
-        LockRequest {
-            key,
-            token,
-            metadata,
-            ttl,
-            limit,
-            fair_heartbeat_timeout,
-        }
-    }
-
-    /// The leading bytes of the value that identify this holder.
-    pub fn identity(&self) -> String {
-        identity_of(&self.token)
-    }
-
-    pub fn release_channel(&self) -> String {
-        release_channel(&self.key)
-    }
-
-    /// The key of slot `slot` (1-based; slot 1 is the lock's own key).
-    pub fn slot_key(&self, slot: u32) -> String {
-        slot_key(&self.key, slot)
-    }
-}
-
-/// The channel waiters for `key` listen on.
-pub fn release_channel(key: &str) -> String {
-    format!("{RELEASE_CHANNEL_PREFIX}{key}")
-}
-
-/// The key of slot `slot` of lock `key` (1-based; slot 1 is `key` itself).
-pub fn slot_key(key: &str, slot: u32) -> String {
-    if slot == 1 {
-        key.to_string()
-    } else {
-        sibling_key(key, &format!(":slot:{slot}"))
-    }
-}
-
-/// The key that records a semaphore's limit while it has holders.
-pub fn limit_key(key: &str) -> String {
-    sibling_key(key, ":limit")
-}
-
-/// The suffixes of the keys that belong to a lock without being locks themselves.
-const INTERNAL_SUFFIXES: [&str; 4] = [":fence", ":limit", ":queue", ":queue:alive"];
-
-/// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past
-/// the first), the lock's key; `None` for anything else.
-pub fn lock_of_internal_key(name: &str) -> Option<String> {
-    let slot_stem = name.rsplit_once(":slot:").and_then(|(stem, number)| {
-        let slot: u32 = number.parse().ok()?;
-        (slot >= 2 && !number.starts_with('0')).then(|| (stem, format!(":slot:{number}")))
-    });
-    let suffixed = INTERNAL_SUFFIXES
-        .iter()
-        .filter_map(|suffix| Some((name.strip_suffix(suffix)?, suffix.to_string())));
-    for (stem, suffix) in slot_stem.into_iter().chain(suffixed) {
-        // Untagged locks wrap their name in braces: `{K}:fence`.
-        let lock = match stem
-            .strip_prefix('{')
-            .and_then(|inner| inner.strip_suffix('}'))
-        {
-            Some(inner) if !has_hash_tag(inner) => inner,
-            _ => stem,
-        };
-        if sibling_key(lock, &suffix) == name {
-            return Some(lock.to_string());
-        }
-    }
-    None
-}
-
-/// A key that lives in the same Redis Cluster hash slot as `key`.
-pub fn sibling_key(key: &str, suffix: &str) -> String {
-    if has_hash_tag(key) {
-        format!("{key}{suffix}")
-    } else {
-        format!("{{{key}}}{suffix}")
-    }
-}
-
-/// Whether Redis Cluster would hash only part of `key`: a `{` followed later by a `}`
-/// with at least one byte between them.
-fn has_hash_tag(key: &str) -> bool {
-    key.find('{')
-        .and_then(|open| key[open + 1..].find('}'))
-        .is_some_and(|len| len > 0)
-}
-
-/// Who wrote a lock value, the same on every node: its identity `{"token":"…"` for a value
-/// of ours, the whole value for anyone else's.
-pub fn identity_in(value: &str) -> &str {
-    match value.find("\",") {
-        Some(end) if value.starts_with("{\"token\":\"") => &value[..=end],
-        _ => value,
-    }
-}
-
-fn identity_of(token: &str) -> String {
-    format!("{{\"token\":\"{token}\"")
 }
 
 /// The result of one attempt to take the lock.
@@ -347,135 +194,4 @@ pub trait LockBackend: Send {
 
     /// Where the lock lives, safe to print.
     fn describe(&self) -> &str;
-}
-
-/// A failed request to a Redis deployment, with a flag telling a passing network fault
-/// (worth retrying: the waiter keeps waiting, the acquire retries once) from a refusal that
-/// will not change (authentication, a server error).
-#[derive(Debug)]
-pub struct BackendError {
-    pub message: String,
-    pub transient: bool,
-}
-
-impl std::fmt::Display for BackendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for BackendError {}
-
-/// Whether retrying the same request may succeed (the network or server was briefly away).
-pub fn is_transient(err: &anyhow::Error) -> bool {
-    err.chain()
-        .filter_map(|cause| cause.downcast_ref::<BackendError>())
-        .any(|cause| cause.transient)
-}
-
-/// A JSON string literal; metadata holds a command line, which may contain anything.
-fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for ch in text.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            ch if u32::from(ch) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(ch))),
-            ch => out.push(ch),
-        }
-    }
-    out.push('"');
-    out
-}
-
-fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the pointer and length describe `buf`, which outlives the call; gethostname
-    // writes at most `len` bytes.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::from("unknown");
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(command: &str) -> LockRequest {
-        LockRequest::new("k".into(), Duration::from_secs(1), 3, None, command)
-    }
-
-    #[test]
-    fn metadata_is_json_after_the_fence() {
-        let request = request("echo \"hi\"\n");
-        assert_eq!(request.token.len(), 36);
-        assert!(request.metadata.starts_with(",\"host\":"));
-        assert!(request.metadata.contains(r#""cmd":"echo \"hi\"\n""#));
-        assert!(request.metadata.ends_with(",\"limit\":3}"));
-        assert_eq!(
-            request.identity(),
-            format!("{{\"token\":\"{}\"", request.token)
-        );
-    }
-
-    #[test]
-    fn tokens_differ() {
-        assert_ne!(request("x").token, request("x").token);
-    }
-
-    #[test]
-    fn sibling_keys_share_the_hash_slot() {
-        assert_eq!(sibling_key("redlock:a", ":fence"), "{redlock:a}:fence");
-        assert_eq!(sibling_key("x{tag}y", ":fence"), "x{tag}y:fence");
-        assert_eq!(slot_key("redlock:a", 1), "redlock:a");
-        assert_eq!(slot_key("redlock:a", 2), "{redlock:a}:slot:2");
-    }
-
-    #[test]
-    fn bookkeeping_keys_are_recognised() {
-        let owner = |name: &str| lock_of_internal_key(name);
-        assert_eq!(owner("{redlock:a}:fence").as_deref(), Some("redlock:a"));
-        assert_eq!(owner("{redlock:a}:slot:3").as_deref(), Some("redlock:a"));
-        assert_eq!(
-            owner("{redlock:a}:queue:alive").as_deref(),
-            Some("redlock:a")
-        );
-        assert_eq!(
-            owner("redlock:job{a}:fence").as_deref(),
-            Some("redlock:job{a}")
-        );
-        assert_eq!(
-            owner("redlock:job{a}:slot:2").as_deref(),
-            Some("redlock:job{a}")
-        );
-        assert_eq!(
-            owner("redlock:job{a}:limit").as_deref(),
-            Some("redlock:job{a}")
-        );
-        // Locks whose names merely look like that.
-        assert_eq!(owner("redlock:a:fence"), None);
-        assert_eq!(owner("redlock:job{a}:slot:1"), None);
-        assert_eq!(owner("redlock:deploy"), None);
-    }
-
-    #[test]
-    fn identities_are_read_back() {
-        let request = request("x");
-        let value = format!("{}{}", request.identity(), request.metadata);
-        assert_eq!(identity_in(&value), request.identity());
-        assert_eq!(identity_in("someone else's"), "someone else's");
-        assert_eq!(identity_in("{\"token\":\"a\""), "{\"token\":\"a\"");
-    }
-
-    #[test]
-    fn json_escapes_control_characters() {
-        assert_eq!(json_string("a\u{1}b"), r#""a\u0001b""#);
-    }
 }

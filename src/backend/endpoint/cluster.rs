@@ -3,7 +3,7 @@
 //! the map last is asked first, then the masters last seen and the URL's seeds, and those
 //! that failed last time at the end, each in its share of the time. A command with keys
 //! goes to the owner of its first key's slot (every key of one lock shares a hash tag, so
-//! one slot). Following `MOVED` and `ASK` is `single.rs`'s part; a `MOVED` or any failure
+//! one slot). Following `MOVED` and `ASK` is `connection.rs`'s part; a `MOVED` or any failure
 //! marks the map stale, and the next call reads it again.
 
 use std::time::Instant;
@@ -13,8 +13,7 @@ use redis::{ConnectionInfo, RedisResult, Value};
 
 use super::url::{address, MultiUrl, NodeUrl};
 use super::{connect, reason, share_until};
-use crate::backend::single::{describe_error, is_auth_error};
-use crate::backend::BackendError;
+use crate::backend::error::{describe_error, is_auth_error, BackendError};
 
 /// Where a `redis+cluster://` host without a port listens.
 const REDIS_PORT: u16 = 6379;

@@ -1,9 +1,9 @@
 //! Which server a command goes to, and the connections to it: one server (`redis://`,
 //! `rediss://`, `redis+unix://`), the master that a set of Sentinels names
 //! (`redis+sentinel://`, see `sentinel`), or, in a Redis Cluster (`redis+cluster://`, see
-//! `cluster`), the master that owns a key's hash slot. `single.rs` sends the commands and
-//! decides what a failure means; this module only finds servers and opens connections to
-//! them. It owns the public face (`Endpoint`, `Target`, `Node`) and the connection rules
+//! `cluster`), the master that owns a key's hash slot. `connection.rs` sends the commands
+//! and `error.rs` decides what a failure means; this module only finds servers and opens
+//! connections to them. It owns the public face (`Endpoint`, `Target`, `Node`) and the connection rules
 //! every search shares; `url` takes the multi-server URLs apart.
 //!
 //! Sentinel and Cluster are handled here on plain connections rather than with the redis
@@ -12,7 +12,7 @@
 //! its `ClusterConnection` pings a new node with no read timeout and sleeps and retries on
 //! its own schedule. Here each connect and each question gets the time left before the
 //! step's end, and nothing is retried behind the caller's back, so a renewal's timing stays
-//! `renew.rs`'s to decide.
+//! `lease.rs`'s and `renew.rs`'s to decide.
 //!
 //! A search over several servers (the sentinels, or the nodes that may have a slot map)
 //! gives each one only its share of that time (`share`): a host that is blackholed or
@@ -21,7 +21,7 @@
 //! with the server that answered last and leaves those that just failed for the end.
 //!
 //! On masters that have replicas (Sentinel and Cluster), connecting also asks `ROLE` for how
-//! many are attached, so that an acquisition can wait for one of them (see `single.rs`).
+//! many are attached, so that an acquisition can wait for one of them (see `protocol.rs`).
 
 mod cluster;
 mod sentinel;
@@ -37,7 +37,7 @@ use redis::{
     Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisError, RedisResult, Role,
 };
 
-use super::single::{describe_error, time_left};
+use super::error::{describe_error, time_left};
 use cluster::Cluster;
 use sentinel::Sentinels;
 

@@ -5,7 +5,7 @@
 //! Each sentinel, with the master it names, gets its share of the search's time; the search
 //! starts with the one that answered last, or past the one that failed last. Sending
 //! commands to the master, and dropping its connection after a failure (including the
-//! `READONLY` a demoted master answers), is `single.rs`'s part.
+//! `READONLY` a demoted master answers), is `connection.rs`'s part.
 
 use std::time::Instant;
 
@@ -14,8 +14,7 @@ use redis::{ConnectionInfo, RedisResult, Role};
 
 use super::url::{address, userinfo, MultiUrl, NodeUrl};
 use super::{connect, reason, role, share_until, Node};
-use crate::backend::single::{describe_error, is_auth_error};
-use crate::backend::BackendError;
+use crate::backend::error::{describe_error, is_auth_error, BackendError};
 
 /// Where a `redis+sentinel://` host without a port listens.
 const SENTINEL_PORT: u16 = 26379;

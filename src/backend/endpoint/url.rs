@@ -2,7 +2,7 @@
 //! `redis://` URL of each server they lead to (`NodeUrl`). What the parts mean (a master's
 //! name, parameters, databases) is for `sentinel` and `cluster` to say.
 //!
-//! The user part runs to the *last* `@`, as `config::redact_url` has it: a password may hold
+//! The user part runs to the *last* `@`, as `target::redact_url` has it: a password may hold
 //! `#`, `/`, `?` and `@` unescaped, so it is split off before anything else, and escaped
 //! again for the redis crate. No error here quotes the URL's text: the caller prints the
 //! redacted URL next to it, and anything else read from the URL may hold a secret.

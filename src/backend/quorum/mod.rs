@@ -22,133 +22,45 @@
 //! - **Waiting**: subscribed once a majority of nodes listens (the others join as they come
 //!   up); each release wakes the waiter once, its own releases not at all.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 
+mod rounds;
 mod tally;
 
-pub use tally::majority;
+use rounds::{Answer, Nodes, RoundEnd, Work};
+pub(super) use tally::majority;
 use tally::{AcquireAnswers, ReleaseTally, Tally};
 
-use super::single::SingleRedis;
+use super::error::BackendError;
+use super::target::RedisTarget;
 use super::{
-    Attempt, BackendError, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
-    Subscription, SubscriptionParts,
+    Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal, Subscription,
+    SubscriptionParts,
 };
-use crate::config::RedisTarget;
-use crate::report;
-
-/// Once a round is decided, how long the nodes that have not answered get at least (twice
-/// the round's time so far if that is longer): healthy nodes answer together, so this
-/// hears them all, while a node that is down or blackholed is not waited for.
-const STRAGGLER_WAIT: Duration = Duration::from_millis(20);
+use crate::{lease, report};
 
 /// How many release notices a waiter remembers, to pass each on once however the copies
 /// from different nodes interleave.
 const RECENT_NOTICES: usize = 16;
 
 pub struct Quorum {
-    nodes: Vec<Node>,
+    nodes: Nodes,
     majority: usize,
     timeout: Duration,
     ttl: Duration,
-    replies: Receiver<Reply>,
-    /// Numbers each round, so that a late answer to an earlier one is recognised.
-    round: u64,
     /// The leading bytes of this holder's values: `{"token":"…"`.
     identity: String,
-    /// The release after a failed attempt, until the nodes that took the key confirm it.
-    /// Waiting goes on meanwhile (a node runs its requests in order, so the next attempt
-    /// follows the release); leaving waits for it, lest the key stay behind for a TTL.
-    unconfirmed: RefCell<Option<PendingRelease>>,
     display: String,
-}
-
-struct PendingRelease {
-    round: u64,
-    nodes: Vec<usize>,
-    deadline: Instant,
-}
-
-/// How a round's listening ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RoundEnd {
-    /// Decided, or every expected answer came.
-    Heard,
-    /// The time ran out first.
-    OutOfTime,
-}
-
-struct Node {
-    display: String,
-    jobs: Sender<Job>,
-}
-
-struct Job {
-    round: u64,
-    work: Work,
-}
-
-enum Work {
-    Acquire {
-        deadline: Instant,
-    },
-    RaiseFence {
-        fence: u64,
-        deadline: Instant,
-    },
-    Renew {
-        deadline: Instant,
-    },
-    Release {
-        keep_for: Option<Duration>,
-        deadline: Instant,
-        /// What the release is announced as: the same on every node.
-        notice: Arc<str>,
-    },
-    Subscribe {
-        sink: NoticeSink,
-        parts: SubscriptionParts,
-    },
-}
-
-struct Reply {
-    round: u64,
-    node: usize,
-    answer: Answer,
-}
-
-enum Answer {
-    Acquire(Result<Attempt>),
-    RaiseFence(Result<()>),
-    Renew(Result<Renewal>),
-    Release(Result<Released>),
-    Subscribe(Result<()>),
 }
 
 impl Quorum {
     /// Starts one thread per node; nothing is connected yet.
     pub fn new(targets: &[RedisTarget], timeout: Duration, lock: LockRequest) -> Result<Quorum> {
-        let (replies_tx, replies) = mpsc::channel();
-        let mut nodes = Vec::with_capacity(targets.len());
-        for (index, target) in targets.iter().enumerate() {
-            let single = SingleRedis::new(target, timeout, lock.clone())?;
-            let (jobs, queue) = mpsc::channel();
-            let replies_tx = replies_tx.clone();
-            std::thread::Builder::new()
-                .name(format!("redis-node-{}", index + 1))
-                .spawn(move || serve(index, single, &queue, &replies_tx))
-                .context("cannot start a thread")?;
-            nodes.push(Node {
-                display: target.display.clone(),
-                jobs,
-            });
-        }
+        let nodes = Nodes::start(targets, timeout, &lock)?;
         let names: Vec<&str> = targets.iter().map(|t| t.display.as_str()).collect();
         Ok(Quorum {
             majority: majority(nodes.len()),
@@ -156,151 +68,43 @@ impl Quorum {
             nodes,
             timeout,
             ttl: lock.ttl,
-            replies,
-            round: 0,
             identity: lock.identity(),
-            unconfirmed: RefCell::new(None),
         })
-    }
-
-    fn displays(&self) -> Vec<String> {
-        self.nodes.iter().map(|node| node.display.clone()).collect()
-    }
-
-    /// Sends `work(node)` to the nodes `to`; returns the round's number.
-    fn send(&mut self, to: impl IntoIterator<Item = usize>, mut work: impl FnMut() -> Work) -> u64 {
-        self.round += 1;
-        for index in to {
-            // A node thread only ends with the process: a failed send cannot happen.
-            let _ = self.nodes[index].jobs.send(Job {
-                round: self.round,
-                work: work(),
-            });
-        }
-        self.round
-    }
-
-    /// Passes this round's answers to `take` until it returns true (decided), `expected`
-    /// answers came, or `until` passes. Answers to earlier rounds are dropped.
-    fn collect(
-        &self,
-        round: u64,
-        expected: usize,
-        until: Instant,
-        mut take: impl FnMut(usize, Answer) -> bool,
-    ) -> RoundEnd {
-        let mut answered = 0;
-        while answered < expected {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.replies.recv_timeout(left) {
-                Ok(reply) if reply.round != round => {
-                    self.confirm(&reply);
-                    continue;
-                }
-                Ok(reply) => {
-                    answered += 1;
-                    if take(reply.node, reply.answer) {
-                        return RoundEnd::Heard;
-                    }
-                }
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                    return RoundEnd::OutOfTime
-                }
-            }
-        }
-        RoundEnd::Heard
-    }
-
-    fn all(&self) -> std::ops::Range<usize> {
-        0..self.nodes.len()
     }
 
     /// Releases on every node but those that refused (they hold someone else's value):
     /// after a lost or split acquisition, so that what this attempt took, late answers
     /// included, does not stand in anyone's way until it expires. Not waited for here; see
-    /// `unconfirmed`. Nodes that did not answer the attempt are not waited for even then:
+    /// `Nodes::expect_release`. Nodes that did not answer the attempt are not waited for even then:
     /// they are likely down, and a key that lands there late is a minority's, gone by its TTL.
     ///
     /// `announce`: whether waiters are told (when what it took may have kept someone else
     /// from a majority).
     fn let_go(&mut self, tally: &Tally, announce: bool) {
         let deadline = Instant::now() + self.timeout;
-        let nodes: Vec<usize> = self.all().filter(|node| !tally.no.contains(node)).collect();
+        let nodes: Vec<usize> = self
+            .nodes
+            .all()
+            .filter(|node| !tally.no.contains(node))
+            .collect();
         let notice = if announce {
             self.next_release_notice()
         } else {
             Arc::from("")
         };
-        let round = self.send(nodes, || Work::Release {
+        let round = self.nodes.send(nodes, || Work::Release {
             keep_for: None,
             deadline,
             notice: Arc::clone(&notice),
         });
-        // Nothing to wait for when this attempt took no node: no answer would ever clear it.
-        *self.unconfirmed.borrow_mut() = (!tally.yes.is_empty()).then(|| PendingRelease {
-            round,
-            nodes: tally.yes.clone(),
-            deadline,
-        });
-    }
-
-    /// After a round is decided: the answers of the `rest` nodes still silent, for as long
-    /// as `STRAGGLER_WAIT` allows.
-    fn hear_out(
-        &self,
-        round: u64,
-        rest: usize,
-        started: Instant,
-        deadline: Instant,
-        mut take: impl FnMut(usize, Answer),
-    ) {
-        if rest == 0 {
-            return;
-        }
-        let patience = (started.elapsed() * 2).max(STRAGGLER_WAIT);
-        let until = deadline.min(Instant::now() + patience);
-        self.collect(round, rest, until, |node, answer| {
-            take(node, answer);
-            false
-        });
+        self.nodes
+            .expect_release(round, tally.yes.clone(), deadline);
     }
 
     /// How the next release is announced: this holder's identity and the number of the
     /// round that sends it, so each release reads differently and is the same everywhere.
     fn next_release_notice(&self) -> Arc<str> {
-        Arc::from(format!("{}#{}", self.identity, self.round + 1))
-    }
-
-    /// Notes a node's answer to the release after a failed attempt.
-    fn confirm(&self, reply: &Reply) {
-        let mut unconfirmed = self.unconfirmed.borrow_mut();
-        if let Some(pending) = unconfirmed.as_mut().filter(|p| p.round == reply.round) {
-            pending.nodes.retain(|&node| node != reply.node);
-            if pending.nodes.is_empty() {
-                *unconfirmed = None;
-            }
-        }
-    }
-
-    /// Waits (up to its deadline) for the release after a failed attempt to be confirmed.
-    fn finish_letting_go(&mut self) {
-        let Some(mut pending) = self.unconfirmed.borrow_mut().take() else {
-            return;
-        };
-        if pending.nodes.is_empty() {
-            return;
-        }
-        // Only the nodes that took the key count: another node's quick failure must not
-        // stand in for one of theirs.
-        self.collect(
-            pending.round,
-            self.nodes.len(),
-            pending.deadline,
-            |node, _| {
-                pending.nodes.retain(|&waited| waited != node);
-                pending.nodes.is_empty()
-            },
-        );
+        Arc::from(format!("{}#{}", self.identity, self.nodes.next_round()))
     }
 
     /// The fence to hand out, from what each node counted: the largest, first written to
@@ -315,27 +119,35 @@ impl Quorum {
         if have_it.len() >= self.majority {
             return Ok(fence);
         }
-        let behind: Vec<usize> = self.all().filter(|node| !have_it.contains(node)).collect();
-        let round = self.send(behind.iter().copied(), || Work::RaiseFence {
-            fence,
-            deadline,
-        });
+        let behind: Vec<usize> = self
+            .nodes
+            .all()
+            .filter(|node| !have_it.contains(node))
+            .collect();
+        let round = self
+            .nodes
+            .send(behind.iter().copied(), || Work::RaiseFence {
+                fence,
+                deadline,
+            });
         let mut tally = Tally::new(self.nodes.len());
         tally.yes = have_it;
-        let end = self.collect(round, behind.len(), deadline, |node, answer| {
-            match answer {
-                Answer::RaiseFence(Ok(())) => tally.yes.push(node),
-                Answer::RaiseFence(Err(err)) => tally.fail(node, &err),
-                _ => {}
-            }
-            tally.won()
-        });
+        let end = self
+            .nodes
+            .collect(round, behind.len(), deadline, |node, answer| {
+                match answer {
+                    Answer::RaiseFence(Ok(())) => tally.yes.push(node),
+                    Answer::RaiseFence(Err(err)) => tally.fail(node, &err),
+                    _ => {}
+                }
+                tally.won()
+            });
         tally.timed_out = end == RoundEnd::OutOfTime;
         if tally.won() {
             Ok(fence)
         } else {
             Err(tally
-                .shortfall("recorded the fence", &self.displays())
+                .shortfall("recorded the fence", &self.nodes.displays())
                 .context("cannot record the fence on a majority"))
         }
     }
@@ -343,60 +155,33 @@ impl Quorum {
 
 impl Drop for Quorum {
     fn drop(&mut self) {
-        self.finish_letting_go();
-    }
-}
-
-/// A node's thread: runs its jobs in order and reports each answer.
-fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Sender<Reply>) {
-    for job in jobs {
-        let answer = match job.work {
-            Work::Acquire { deadline } => Answer::Acquire(node.try_acquire_until(Some(deadline))),
-            Work::RaiseFence { fence, deadline } => {
-                Answer::RaiseFence(node.raise_fence(fence, deadline))
-            }
-            Work::Renew { deadline } => Answer::Renew(node.renew(deadline)),
-            Work::Release {
-                keep_for,
-                deadline,
-                notice,
-            } => Answer::Release(node.release_announcing(keep_for, deadline, &notice)),
-            Work::Subscribe { sink, parts } => {
-                Answer::Subscribe(node.subscribe(sink).map(|part| parts.add(part)))
-            }
-        };
-        let reply = Reply {
-            round: job.round,
-            node: index,
-            answer,
-        };
-        if replies.send(reply).is_err() {
-            return;
-        }
+        self.nodes.finish_letting_go();
     }
 }
 
 impl LockBackend for Quorum {
     fn try_acquire(&mut self) -> Result<Attempt> {
         let started = Instant::now();
-        // The lease is valid until `started + TTL - drift` (see renew.rs), but a win must
-        // leave most of it: one that took longer than a third of the TTL (the usual renewal
-        // period) would leave too little to renew in time, and the command would be stopped
-        // as soon as it started.
-        let in_time = started + self.ttl / 3;
+        // The lease is valid until `started + TTL - drift`, but a win must leave most of it.
+        let in_time = started + lease::acquisition_budget(self.ttl);
         let deadline = (started + self.timeout).min(in_time);
-        let round = self.send(self.all(), || Work::Acquire { deadline });
+        let round = self
+            .nodes
+            .send(self.nodes.all(), || Work::Acquire { deadline });
         let mut heard = AcquireAnswers::new(self.nodes.len());
-        let end = self.collect(round, self.nodes.len(), deadline, |node, answer| {
-            heard.take(node, answer)
-        });
+        let end = self
+            .nodes
+            .collect(round, self.nodes.len(), deadline, |node, answer| {
+                heard.take(node, answer)
+            });
         // The others, briefly: their fence counts (the fence handed out is the largest of
         // all heard), and whether they took the key (a failed attempt waits for those
         // nodes to let go before leaving).
         let rest = self.nodes.len() - heard.tally.answered();
-        self.hear_out(round, rest, started, deadline, |node, answer| {
-            heard.take(node, answer);
-        });
+        self.nodes
+            .hear_out(round, rest, started, deadline, |node, answer| {
+                heard.take(node, answer);
+            });
         let AcquireAnswers {
             mut tally,
             counted,
@@ -451,22 +236,26 @@ impl LockBackend for Quorum {
             });
         }
         self.let_go(&tally, true);
-        Err(tally.shortfall("could be reached", &self.displays()))
+        Err(tally.shortfall("could be reached", &self.nodes.displays()))
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
         let started = Instant::now();
-        let round = self.send(self.all(), || Work::Renew { deadline });
+        let round = self
+            .nodes
+            .send(self.nodes.all(), || Work::Renew { deadline });
         let mut tally = Tally::new(self.nodes.len());
-        let end = self.collect(round, self.nodes.len(), deadline, |node, answer| {
-            match answer {
-                Answer::Renew(Ok(Renewal::Extended { .. })) => tally.yes.push(node),
-                Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
-                Answer::Renew(Err(err)) => tally.fail(node, &err),
-                _ => {}
-            }
-            tally.decided()
-        });
+        let end = self
+            .nodes
+            .collect(round, self.nodes.len(), deadline, |node, answer| {
+                match answer {
+                    Answer::Renew(Ok(Renewal::Extended { .. })) => tally.yes.push(node),
+                    Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
+                    Answer::Renew(Err(err)) => tally.fail(node, &err),
+                    _ => {}
+                }
+                tally.decided()
+            });
         tally.timed_out = end == RoundEnd::OutOfTime;
         if tally.won() {
             // Still held by a majority: a node that lost the key (it restarted empty, or
@@ -476,7 +265,7 @@ impl LockBackend for Quorum {
                 let lost: Vec<String> = tally
                     .no
                     .iter()
-                    .map(|&node| self.nodes[node].display.clone())
+                    .map(|&node| self.nodes.display(node).to_string())
                     .collect();
                 report::verbose(format_args!(
                     "taking the lock again on {}, which had lost it",
@@ -484,7 +273,7 @@ impl LockBackend for Quorum {
                 ));
                 let restore_by = Instant::now() + self.timeout;
                 let lost_nodes = tally.no.clone();
-                self.send(lost_nodes, || Work::Acquire {
+                self.nodes.send(lost_nodes, || Work::Acquire {
                     deadline: restore_by,
                 });
             }
@@ -493,30 +282,32 @@ impl LockBackend for Quorum {
         if tally.refused() {
             return Ok(Renewal::NotOurs);
         }
-        Err(tally.shortfall("confirmed the lease", &self.displays()))
+        Err(tally.shortfall("confirmed the lease", &self.nodes.displays()))
     }
 
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
         let started = Instant::now();
         let notice = self.next_release_notice();
-        let round = self.send(self.all(), || Work::Release {
+        let round = self.nodes.send(self.nodes.all(), || Work::Release {
             keep_for,
             deadline,
             notice: Arc::clone(&notice),
         });
         let mut tally = ReleaseTally::default();
-        let displays = self.displays();
+        let displays = self.nodes.displays();
         // Once a majority has answered, the lock is free for others; a node much slower
         // than the rest (down, blackholed) is not waited for, and the key expires there by
         // its TTL. Healthy nodes answer together, so this rarely cuts anyone off.
         let majority = self.majority;
-        self.collect(round, self.nodes.len(), deadline, |node, answer| {
-            tally.take(&displays[node], answer) >= majority
-        });
+        self.nodes
+            .collect(round, self.nodes.len(), deadline, |node, answer| {
+                tally.take(&displays[node], answer) >= majority
+            });
         let rest = self.nodes.len().saturating_sub(tally.answered);
-        self.hear_out(round, rest, started, deadline, |node, answer| {
-            tally.take(&displays[node], answer);
-        });
+        self.nodes
+            .hear_out(round, rest, started, deadline, |node, answer| {
+                tally.take(&displays[node], answer);
+            });
         let mut missed = tally.errors.clone();
         let silent = self.nodes.len().saturating_sub(tally.answered);
         if silent > 0 {
@@ -544,7 +335,7 @@ impl LockBackend for Quorum {
     fn abandon(&mut self) {
         // No fair queue to leave (--fair is refused with a quorum), but a failed attempt's
         // release may still be on its way.
-        self.finish_letting_go();
+        self.nodes.finish_letting_go();
     }
 
     fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
@@ -566,7 +357,7 @@ impl LockBackend for Quorum {
         };
         let shared = Arc::new(Mutex::new(once));
         let parts = SubscriptionParts::new();
-        let round = self.send(self.all(), || {
+        let round = self.nodes.send(self.nodes.all(), || {
             let shared = Arc::clone(&shared);
             Work::Subscribe {
                 sink: Box::new(move |notice: Notice| {
@@ -586,20 +377,21 @@ impl LockBackend for Quorum {
         // Every holder releases on a majority, which shares a node with any other majority:
         // once a majority listens, a release cannot be missed, and slower nodes join as
         // they come up rather than being waited for.
-        self.collect(round, self.nodes.len(), until, |node, answer| {
-            match answer {
-                Answer::Subscribe(Ok(())) => listening += 1,
-                Answer::Subscribe(Err(err)) => {
-                    report::verbose(format_args!(
-                        "no release notices from {}: {err:#}",
-                        self.nodes[node].display
-                    ));
-                    errors.push(err);
+        self.nodes
+            .collect(round, self.nodes.len(), until, |node, answer| {
+                match answer {
+                    Answer::Subscribe(Ok(())) => listening += 1,
+                    Answer::Subscribe(Err(err)) => {
+                        report::verbose(format_args!(
+                            "no release notices from {}: {err:#}",
+                            self.nodes.display(node)
+                        ));
+                        errors.push(err);
+                    }
+                    _ => {}
                 }
-                _ => {}
-            }
-            listening >= majority
-        });
+                listening >= majority
+            });
         // Any node that can be reached may carry the holder's release notice; the others
         // are tried again when a subscription breaks.
         if listening == 0 {

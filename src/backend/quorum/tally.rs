@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::Answer;
-use crate::backend::{self, Attempt, BackendError, Released};
+use crate::backend::error::{is_transient, BackendError};
+use crate::backend::layout::identity_in;
+use crate::backend::{Attempt, Released};
 
 /// Which way each node went in one round, and whether the round is decided.
 #[derive(Debug)]
@@ -64,7 +66,7 @@ impl Tally {
 
     /// Counts a node's failure to answer.
     pub(super) fn fail(&mut self, node: usize, err: &anyhow::Error) {
-        self.passing |= backend::is_transient(err);
+        self.passing |= is_transient(err);
         self.failed.push((node, format!("{err:#}")));
     }
 
@@ -190,7 +192,7 @@ impl Refusals {
     fn holders(&self) -> HashMap<Option<&str>, usize> {
         let mut holders = HashMap::new();
         for (value, _) in &self.seen {
-            let identity = value.as_deref().map(backend::identity_in);
+            let identity = value.as_deref().map(identity_in);
             *holders.entry(identity).or_default() += 1;
         }
         holders
@@ -208,7 +210,7 @@ impl Refusals {
         self.seen
             .iter()
             .filter_map(|(value, _)| value.as_ref())
-            .max_by_key(|value| holders[&Some(backend::identity_in(value))])
+            .max_by_key(|value| holders[&Some(identity_in(value))])
             .cloned()
     }
 }
@@ -283,7 +285,7 @@ mod tests {
         );
         assert!(text.contains("redis://n2: down"), "{text}");
         assert!(text.contains("1 gave no answer in time"), "{text}");
-        assert!(backend::is_transient(&err));
+        assert!(is_transient(&err));
     }
 
     fn value(token: &str) -> Option<String> {

@@ -13,7 +13,6 @@
 //! - The command's exit is observed with `waitid(WNOWAIT)`: it stays a zombie, its pid and
 //!   group id cannot be reused, until `reap`, so a signal never reaches a stranger.
 
-use std::ffi::OsString;
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -22,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::spawn;
-use crate::supervise::Event;
+use super::spawn::{self as start, Prepared};
+use crate::event::Event;
 
 /// How often to look whether processes left behind by the command have gone.
 const LEFTOVER_POLL: Duration = Duration::from_millis(10);
@@ -71,33 +70,23 @@ pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
     Ok(pid_tx)
 }
 
-/// Readies `argv` to start: its PATH candidates, its arguments and the inherited
-/// environment less the variables named in `sets`. `handled` are the signals this process
-/// has handlers for (reset to their defaults in the command). Done before the lock is taken,
-/// so that none of it lies between a release and the command's start.
-pub fn prepare_command(
-    argv: &[OsString],
-    sets: &[&str],
-    handled: &[libc::c_int],
-) -> Result<spawn::Prepared, SpawnError> {
-    spawn::Prepared::new(argv, sets, handled).map_err(spawn_error)
-}
-
 /// Starts the prepared command in a new process group with `env` added. Call from the main
 /// thread.
-pub fn spawn(prepared: &mut spawn::Prepared, env: &[(&str, String)]) -> Result<Child, SpawnError> {
+pub fn spawn(prepared: &mut Prepared, env: &[(&str, String)]) -> Result<Child, SpawnError> {
     let terminal = in_terminal_foreground();
-    match spawn::spawn(prepared, env, terminal) {
+    match start::spawn(prepared, env, terminal) {
         Ok(pid) => Ok(Child { pid, terminal }),
-        Err(err) => Err(spawn_error(err)),
+        Err(err) => Err(SpawnError::from(err)),
     }
 }
 
-fn spawn_error(err: io::Error) -> SpawnError {
-    if err.kind() == io::ErrorKind::NotFound {
-        SpawnError::NotFound(err)
-    } else {
-        SpawnError::CannotExecute(err)
+impl From<io::Error> for SpawnError {
+    fn from(err: io::Error) -> SpawnError {
+        if err.kind() == io::ErrorKind::NotFound {
+            SpawnError::NotFound(err)
+        } else {
+            SpawnError::CannotExecute(err)
+        }
     }
 }
 

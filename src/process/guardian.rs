@@ -31,7 +31,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use crate::signals;
+use crate::{lease, signals};
 
 /// The first message: the group, then the lease's end, 8 bytes each.
 const WATCH_LEN: usize = 16;
@@ -202,7 +202,7 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
             match read {
                 8 => match u64::from_ne_bytes(bytes) {
                     DISMISS => libc::_exit(0),
-                    // Two threads send ends; a lease only ever grows.
+                    // A lease only ever grows.
                     end => lease_end = lease_end.max(end),
                 },
                 0 => {
@@ -211,7 +211,7 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
                     if libc::kill(-group, 0) != 0 {
                         libc::_exit(0);
                     }
-                    terminate(group, lease_end.min(now_ns().saturating_add(kill_after)));
+                    terminate(group, lease::kill_deadline(now_ns(), kill_after, lease_end));
                     libc::_exit(0);
                 }
                 _ => {} // interrupted; try again

@@ -1,0 +1,276 @@
+//! The connection layer: `Link` holds the connections to one deployment (made on demand
+//! through `endpoint`, dropped after any failure), and a `Session` is one call's use of
+//! them. Every command a session sends gets the time left before the call's deadline (or
+//! the configured timeout, if sooner) for its write and its read; cluster redirections
+//! (`MOVED`, `ASK`) are followed; a script the server lacks (`NOSCRIPT`) is loaded with all
+//! the others and run in the same round trip. What the commands mean is `protocol`'s and
+//! `inspect`'s business.
+//!
+//! Every failure drops the connection it happened on (a timed-out reply may still arrive
+//! and would be read as the answer to the next command); the next call reconnects.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use redis::{
+    Cmd, Connection, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
+};
+
+use super::endpoint::{Endpoint, Target};
+use super::error::{describe_error, time_left, BackendError};
+use super::scripts;
+use super::target::RedisTarget;
+
+/// How many `MOVED`/`ASK` redirections one command follows: a slot moves once per
+/// resharding step, so more means the cluster is in flux, and the caller retries later.
+const MAX_REDIRECTS: usize = 5;
+
+/// The connections to the server (or the cluster's masters), made on demand and dropped
+/// after any failure.
+pub struct Link {
+    endpoint: Endpoint,
+    display: String,
+    timeout: Duration,
+    /// Whether the last call got as far as sending a command (it may have taken effect).
+    sent: bool,
+}
+
+/// One call's use of the connections: every command it sends gets the time left before the
+/// call's deadline (or the configured timeout, if sooner) for its write and its read, and the
+/// moment the last command was sent is kept, since a lease starts no earlier than that.
+pub struct Session<'a> {
+    endpoint: &'a mut Endpoint,
+    /// Where a command that names no key goes: the node the call was made for, or else the
+    /// one the last command went to (so `WAIT` follows the write it waits for).
+    node: Option<String>,
+    deadline: Option<Instant>,
+    timeout: Duration,
+    /// When the last command left this machine.
+    pub sent_at: Option<Instant>,
+    /// How many replicas the master the last command went to had when connected; `None`
+    /// when not known (a plain server is not asked).
+    pub replicas: Option<usize>,
+    /// A reply may still be on its way although the call succeeded: drop the connections.
+    spoiled: bool,
+}
+
+impl Session<'_> {
+    /// Sends `command` and reads its reply.
+    pub fn query<T: FromRedisValue>(&mut self, command: &Cmd) -> Result<T> {
+        let reply = self.send(None, |connection, asking| {
+            if !asking {
+                return command.query(connection);
+            }
+            let (reply,): (T,) = with_asking(command).query(connection)?;
+            Ok(reply)
+        })?;
+        reply.map_err(|(err, node)| describe_error(err, &node))
+    }
+
+    /// Runs `script` by SHA. A server that does not have it gets every script loaded and
+    /// this one run in a single round trip.
+    pub fn eval<T: FromRedisValue>(
+        &mut self,
+        script: &Script,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<T> {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha
+            .arg(script.get_hash())
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        // Every key of one lock shares a hash slot: the first one routes the script.
+        let key = keys.first().copied();
+        let run = |connection: &mut Connection, asking: bool| {
+            if !asking {
+                return evalsha.query(connection);
+            }
+            let (reply,): (T,) = with_asking(&evalsha).query(connection)?;
+            Ok(reply)
+        };
+        match self.send(key, run)? {
+            Err((err, _)) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
+            other => return other.map_err(|(err, node)| describe_error(err, &node)),
+        }
+        let load_and_run = |connection: &mut Connection, asking: bool| {
+            let mut pipe = redis::pipe();
+            for source in scripts::ALL {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+            }
+            if asking {
+                pipe.cmd("ASKING").ignore();
+            }
+            pipe.add_command(evalsha.clone()).query(connection)
+        };
+        let reply = self.send(key, load_and_run)?;
+        let (reply,): (T,) = reply.map_err(|(err, node)| describe_error(err, &node))?;
+        Ok(reply)
+    }
+
+    /// The connections are not to be used again after this call, although it succeeded.
+    pub fn spoil(&mut self) {
+        self.spoiled = true;
+    }
+
+    /// Runs `command` on the server for `key` (or, without one, the session's node),
+    /// following cluster redirections; after an `ASK`, `command` is told to send `ASKING`
+    /// right before its keyed command (the flag lasts one command). The outer error is a
+    /// failure to reach a server, already described; the inner one is the command's own,
+    /// with the server's name.
+    fn send<T>(
+        &mut self,
+        key: Option<&str>,
+        mut command: impl FnMut(&mut Connection, bool) -> RedisResult<T>,
+    ) -> Result<std::result::Result<T, (RedisError, String)>> {
+        let mut redirect: Option<(String, bool)> = None;
+        for _ in 0..=MAX_REDIRECTS {
+            // No time left is a timeout like any other (described so: worth another try).
+            let limit = time_left(self.timeout, self.deadline)
+                .map_err(|err| describe_error(err, &self.display()))?;
+            let target = match (&redirect, key, &self.node) {
+                (Some((address, _)), _, _) => Target::Node(address),
+                (None, Some(key), _) => Target::Key(key),
+                (None, None, Some(node)) => Target::Node(node),
+                (None, None, None) => Target::Any,
+            };
+            let (address, node) = self.endpoint.node(target, Instant::now() + limit)?;
+            let node_replicas = node.replicas;
+            let connection = &mut node.connection;
+            // Connecting took some of the time.
+            let limit = match time_left(self.timeout, self.deadline) {
+                Ok(limit) => limit,
+                Err(err) => return Err(describe_error(err, &self.display())),
+            };
+            let armed = connection
+                .set_read_timeout(Some(limit))
+                .and_then(|()| connection.set_write_timeout(Some(limit)));
+            let asking = matches!(redirect, Some((_, true)));
+            self.sent_at = Some(Instant::now());
+            let result = armed.and_then(|()| command(connection, asking));
+            self.node = Some(address.clone());
+            self.replicas = node_replicas;
+            let err = match result {
+                Ok(reply) => return Ok(Ok(reply)),
+                Err(err) => err,
+            };
+            let redirected = match err.kind() {
+                ErrorKind::Server(ServerErrorKind::Moved) => Some(false),
+                ErrorKind::Server(ServerErrorKind::Ask) => Some(true),
+                _ => None,
+            };
+            match (redirected, err.redirect_node()) {
+                (Some(asking), Some((to, _slot))) if self.endpoint.is_cluster() => {
+                    if !asking {
+                        self.endpoint.moved();
+                    }
+                    redirect = Some((to.to_string(), asking));
+                }
+                _ => return Ok(Err((err, self.endpoint.describe_node(&address)))),
+            }
+        }
+        Err(anyhow::Error::new(BackendError {
+            message: format!(
+                "{} redirected a command more than {MAX_REDIRECTS} times (slots are moving)",
+                self.display()
+            ),
+            transient: true,
+        }))
+    }
+
+    fn display(&self) -> String {
+        self.endpoint.describe_node("")
+    }
+}
+
+impl Link {
+    /// Prepares the client; connects on first use.
+    pub fn new(target: &RedisTarget, timeout: Duration) -> Result<Link> {
+        if target.url.starts_with("rediss") {
+            // rustls wants one process-wide crypto provider; only TLS runs pay for it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        let endpoint = Endpoint::new(&target.url, &target.display)
+            .map_err(|err| anyhow!("invalid Redis URL {}: {}", target.display, err))?;
+        Ok(Link {
+            endpoint,
+            display: target.display.clone(),
+            timeout,
+            sent: false,
+        })
+    }
+
+    /// Where the connection goes, safe to print.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// Runs `command` on the lock connection, connecting first if need be; reads and writes
+    /// give up at `deadline` or after the configured timeout, whichever is sooner.
+    pub fn call<T>(
+        &mut self,
+        deadline: Option<Instant>,
+        commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.call_on(None, deadline, commands)
+    }
+
+    /// Like `call`, but commands that name no key go to `node`, one of `masters()`.
+    pub fn call_on<T>(
+        &mut self,
+        node: Option<&str>,
+        deadline: Option<Instant>,
+        commands: impl FnOnce(&mut Session<'_>) -> Result<T>,
+    ) -> Result<T> {
+        self.sent = false;
+        time_left(self.timeout, deadline).map_err(|err| describe_error(err, &self.display))?;
+        let mut session = Session {
+            endpoint: &mut self.endpoint,
+            node: node.map(str::to_string),
+            deadline,
+            timeout: self.timeout,
+            sent_at: None,
+            replicas: None,
+            spoiled: false,
+        };
+        let result = commands(&mut session);
+        self.sent = session.sent_at.is_some();
+        // After a failure a connection may hold a late reply, or lead to a server that is no
+        // longer the master: none is used again.
+        if result.is_err() || session.spoiled {
+            self.endpoint.disconnect();
+        }
+        result
+    }
+
+    /// A connection of its own, not shared with commands and with no read or write timeout,
+    /// to the server that holds `key`: for a subscription, which borrows it for as long as
+    /// it lives.
+    pub fn open_subscriber(&mut self, key: &str) -> Result<Connection> {
+        let until = Instant::now() + self.timeout;
+        self.endpoint.open_for(key, until)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether the last call got as far as sending a command (it may have taken effect).
+    pub fn sent(&self) -> bool {
+        self.sent
+    }
+
+    /// Every server that holds keys, for `call_on`: one, or each master of a cluster.
+    pub fn masters(&mut self) -> Result<Vec<String>> {
+        let until = Instant::now() + self.timeout;
+        self.endpoint.masters(until)
+    }
+}
+
+/// `command` preceded by `ASKING`, whose reply is dropped.
+fn with_asking(command: &Cmd) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.cmd("ASKING").ignore().add_command(command.clone());
+    pipe
+}

@@ -1,0 +1,129 @@
+//! What a failure to talk to Redis is, at the bottom of the backend: one line that names
+//! the server (never with a password), and whether trying again may help. Every layer above
+//! (endpoint discovery, the connection, the lock protocol, the quorum) describes its
+//! failures here, so that "transient" means the same everywhere.
+
+use std::time::{Duration, Instant};
+
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
+
+/// A failed request to a Redis deployment, with a flag telling a passing network fault
+/// (worth retrying: the waiter keeps waiting, the acquire retries once) from a refusal that
+/// will not change (authentication, a server error).
+#[derive(Debug)]
+pub struct BackendError {
+    pub message: String,
+    pub transient: bool,
+}
+
+impl std::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// Whether retrying the same request may succeed (the network or server was briefly away).
+pub fn is_transient(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<BackendError>())
+        .any(|cause| cause.transient)
+}
+
+/// How long the next step may take: `timeout`, or less if `deadline` is sooner. Once the
+/// deadline has passed, a timeout error, as a read that waited too long would give, so that
+/// `endpoint`'s searches describe it like one. A call here passes it on as a plain message
+/// (`anyhow::Error::msg`: `{:#}` would repeat the I/O error under it).
+pub(super) fn time_left(timeout: Duration, deadline: Option<Instant>) -> RedisResult<Duration> {
+    let Some(deadline) = deadline else {
+        return Ok(timeout);
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left < Duration::from_millis(1) {
+        let out = std::io::Error::new(std::io::ErrorKind::TimedOut, "no time left to reach Redis");
+        return Err(out.into());
+    }
+    Ok(left.min(timeout))
+}
+
+/// Turns a Redis error into one line that says what failed and where, never with a password.
+pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
+    let message = match err.kind() {
+        _ if is_auth_error(&err) => format!("authentication failed at {display}: {err}"),
+        ErrorKind::Io if err.is_connection_refusal() => {
+            format!("cannot connect to {display}: {err}")
+        }
+        // The OS says "Resource temporarily unavailable" for a read that timed out.
+        ErrorKind::Io if err.is_timeout() => format!("no answer in time from {display}"),
+        ErrorKind::Io => format!("connection to {display} failed: {err}"),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask) => {
+            format!("{display} is a Redis Cluster node ({err}): use a redis+cluster:// URL")
+        }
+        ErrorKind::Server(_) => format!("{display} answered with an error: {err}"),
+        _ => format!("request to {display} failed: {err}"),
+    };
+    // READONLY: the server was the master and is a replica now (a failover); the others: it
+    // is starting, cut off from its master, or its cluster is re-forming. Another try, on a
+    // new connection, may find the right server.
+    let failing_over = matches!(
+        err.code(),
+        Some("READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
+    );
+    anyhow::Error::new(BackendError {
+        message,
+        transient: err.is_io_error()
+            || err.is_timeout()
+            || err.is_connection_dropped()
+            || failing_over,
+    })
+}
+
+/// Whether the server turned our credentials down: a refusal that retrying will not change.
+pub(super) fn is_auth_error(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::AuthenticationFailed
+        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(line: &str) -> RedisError {
+        let reply = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).unwrap();
+        reply.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn refused_credentials_are_auth_errors_however_they_come() {
+        // The handshake's own failure (a bad password at connect) and a server's refusal
+        // afterwards are both permanent: no retry, no waiting.
+        let at_connect = RedisError::from((ErrorKind::AuthenticationFailed, "bad password"));
+        assert!(is_auth_error(&at_connect));
+        for line in [
+            "NOAUTH Authentication required.",
+            "WRONGPASS invalid",
+            "NOPERM no",
+        ] {
+            assert!(is_auth_error(&server_error(line)), "{line}");
+        }
+        assert!(!is_auth_error(&server_error("READONLY replica")));
+        let described = describe_error(at_connect, "redis://h:1");
+        assert!(!is_transient(&described), "{described:#}");
+        assert!(format!("{described:#}").starts_with("authentication failed at redis://h:1"));
+    }
+
+    #[test]
+    fn time_left_is_the_sooner_of_timeout_and_deadline() {
+        let second = Duration::from_secs(1);
+        assert_eq!(time_left(second, None).unwrap(), second);
+        let soon = Instant::now() + Duration::from_millis(200);
+        assert!(time_left(second, Some(soon)).unwrap() <= Duration::from_millis(200));
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(time_left(second, Some(far)).unwrap(), second);
+        let past = time_left(second, Some(Instant::now())).unwrap_err();
+        assert!(past.is_timeout(), "{past}");
+        // Described like any read that waited too long: worth another try.
+        assert!(is_transient(&describe_error(past, "redis://h:1")));
+    }
+}

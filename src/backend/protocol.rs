@@ -1,0 +1,318 @@
+//! The lock protocol on one Redis deployment: SET NX PX through a Lua script,
+//! compare-and-PEXPIRE, compare-and-DEL plus PUBLISH. One connection (`connection::Link`)
+//! carries acquire, renew and release; a second one, opened only when the lock is busy,
+//! carries the subscription to release notices.
+//!
+//! "One deployment" may be the master that Sentinels name or, in a Redis Cluster, the
+//! master of the lock's hash slot: `endpoint` finds it and `connection` follows `MOVED` and
+//! `ASK`. On such a master with replicas, an acquisition waits (`WAIT 1`, briefly) for a
+//! replica to have it, so that a failover right after it is unlikely to lose the key and
+//! the fence.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::connection::{Link, Session};
+use super::error::{describe_error, is_transient};
+use super::layout::{fence_key, limit_key, queue_keys, LockRequest};
+use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
+use super::target::RedisTarget;
+use super::{Attempt, LockBackend, Notice, NoticeSink, Released, Renewal, Subscription};
+use crate::{lease, report};
+
+/// How often an idle subscriber thread looks up to see whether it is still wanted. It only
+/// checks a flag: no Redis command is sent.
+const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
+
+pub struct SingleRedis {
+    link: Link,
+    lock: LockRequest,
+    identity: String,
+    /// The slot key this holder has, once it has one.
+    held: Option<String>,
+}
+
+impl SingleRedis {
+    /// Prepares the client; connects on first use.
+    pub fn new(target: &RedisTarget, timeout: Duration, lock: LockRequest) -> Result<SingleRedis> {
+        Ok(SingleRedis {
+            link: Link::new(target, timeout)?,
+            identity: lock.identity(),
+            lock,
+            held: None,
+        })
+    }
+
+    /// The key this holder renews and releases: its slot, or the lock's key before it has
+    /// one (nothing of ours is there then, and the scripts find nothing to touch).
+    fn held_key(&self) -> &str {
+        self.held.as_deref().unwrap_or(&self.lock.key)
+    }
+
+    /// One attempt to take the lock, as `LockBackend::try_acquire`, giving up at `deadline`
+    /// (a Redlock node must answer within the acquisition's round).
+    pub fn try_acquire_until(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
+        let limit = self.lock.limit;
+        let mut keys: Vec<String> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
+        keys.push(limit_key(&self.lock.key));
+        keys.push(fence_key(&self.lock.key));
+        keys.extend(queue_keys(&self.lock.key));
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let heartbeat_ms = self
+            .lock
+            .fair_heartbeat_timeout
+            .map_or(0, |t| t.as_millis())
+            .to_string();
+        let ttl_ms = self.lock.ttl.as_millis().to_string();
+        let limit_arg = limit.to_string();
+        let args = [
+            self.identity.as_str(),
+            &self.lock.metadata,
+            &ttl_ms,
+            &limit_arg,
+            &heartbeat_ms,
+            &self.lock.token,
+        ];
+        // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
+        // a fresh connection. The script recognises our own value and counts it as acquired.
+        // A failure to connect sent nothing, and is not retried here.
+        let mut retried = false;
+        let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
+        let key = self.lock.key.as_str();
+        loop {
+            let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
+                self.link.call(deadline, |session| {
+                    let reply: (i64, i64, redis::Value, u32) =
+                        session.eval(&ACQUIRE, &keys, &args)?;
+                    let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                    if reply.0 == 1 {
+                        confirm_replicated(session, replica_wait, key);
+                    }
+                    Ok((reply, sent_at))
+                });
+            match reply {
+                Ok(((1, slot, fence, _), sent_at)) => {
+                    self.held = Some(self.lock.slot_key(slot as u32));
+                    let fence = redis::from_redis_value(fence).unwrap_or(0);
+                    return Ok(Attempt::Acquired { sent_at, fence });
+                }
+                Ok(((0, pttl, holder, ahead), _)) => {
+                    let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
+                    let holder: Option<String> = redis::from_redis_value(holder)
+                        .ok()
+                        .filter(|value: &String| !value.is_empty());
+                    return Ok(Attempt::Busy {
+                        holder_ttl,
+                        holder,
+                        ahead,
+                        split: false,
+                    });
+                }
+                Ok(((_, other, _, _), _)) => {
+                    let other = match other {
+                        0 => String::from("a value redlock-run did not write"),
+                        n => format!("--limit {n}"),
+                    };
+                    return Err(anyhow!(
+                        "{} is in use with {other}, not --limit {limit}; every user of a lock must \
+                         pass the same --limit",
+                        self.lock.key
+                    ));
+                }
+                Err(err) if retried || !self.link.sent() || !is_transient(&err) => return Err(err),
+                Err(_) => retried = true,
+            }
+        }
+    }
+
+    /// Raises this server's fence counter to `fence` if it is lower (Redlock: the fence
+    /// handed out must be on a majority, so that every later majority has it).
+    pub fn raise_fence(&mut self, fence: u64, deadline: Instant) -> Result<()> {
+        let key = fence_key(&self.lock.key);
+        let fence = fence.to_string();
+        self.link.call(Some(deadline), |session| {
+            session.eval::<i64>(&RAISE_FENCE, &[&key], &[&fence])
+        })?;
+        Ok(())
+    }
+
+    /// Deletes the lock if it is still ours, as `LockBackend::release`, and announces the
+    /// release to waiters with `notice`: the same text on every node of one Redlock release
+    /// and different for each release, so that a waiter listening on several nodes acts on
+    /// each release once. An empty `notice` wakes no one.
+    pub fn release_announcing(
+        &mut self,
+        keep_for: Option<Duration>,
+        deadline: Instant,
+        notice: &str,
+    ) -> Result<Released> {
+        let mut keys = vec![self.held_key().to_string()];
+        if self.lock.limit > 1 {
+            keys.push(limit_key(&self.lock.key));
+            keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let channel = self.lock.release_channel();
+        let keep_ms = keep_for
+            .map_or(0, |keep| keep.as_millis().max(1))
+            .to_string();
+        let limit = self.lock.limit.to_string();
+        let args = [self.identity.as_str(), &channel, &keep_ms, &limit, notice];
+        let released: i64 = self.link.call(Some(deadline), |session| {
+            session.eval(&RELEASE, &keys, &args)
+        })?;
+        Ok(match released {
+            1 => Released::Deleted,
+            2 => Released::KeptUntilMinHold,
+            _ => Released::NotOurs,
+        })
+    }
+}
+
+impl LockBackend for SingleRedis {
+    fn try_acquire(&mut self) -> Result<Attempt> {
+        self.try_acquire_until(None)
+    }
+
+    fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
+        let mut keys = vec![self.held_key().to_string()];
+        if self.lock.limit > 1 {
+            keys.push(limit_key(&self.lock.key));
+        }
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let ttl_ms = self.lock.ttl.as_millis().to_string();
+        let limit = self.lock.limit.to_string();
+        let args = [self.identity.as_str(), &ttl_ms, &limit];
+        let (extended, sent_at): (i64, Instant) = self.link.call(Some(deadline), |session| {
+            let extended = session.eval(&RENEW, &keys, &args)?;
+            Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
+        })?;
+        Ok(if extended == 1 {
+            Renewal::Extended { sent_at }
+        } else {
+            Renewal::NotOurs
+        })
+    }
+
+    fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
+        // One process releases once, so any fixed suffix keeps its notices distinct.
+        let notice = format!("{}#0", self.identity);
+        self.release_announcing(keep_for, deadline, &notice)
+    }
+
+    fn abandon(&mut self) {
+        if self.lock.fair_heartbeat_timeout.is_none() {
+            return;
+        }
+        let [queue, alive] = queue_keys(&self.lock.key);
+        let token = self.lock.token.as_str();
+        let _: Result<i64> = self.link.call(None, |session| {
+            session.eval(&LEAVE_QUEUE, &[&queue, &alive], &[token])
+        });
+    }
+
+    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
+        // In a cluster, a PUBLISH reaches every node; the lock's own master is as good as any.
+        let mut connection = self.link.open_subscriber(&self.lock.key)?;
+        let channel = self.lock.release_channel();
+        let display = self.link.display().to_string();
+        let timeout = self.link.timeout();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let subscription = Subscription::new();
+        let stopped = subscription.stopped_flag();
+        // The subscription borrows its connection for as long as it lives, so it lives on a
+        // thread of its own and passes notices on.
+        std::thread::Builder::new()
+            .name("release-notices".into())
+            .spawn(move || {
+                let mut pubsub = connection.as_pubsub();
+                let subscribed = pubsub
+                    .set_read_timeout(Some(timeout))
+                    .and_then(|()| pubsub.subscribe(&channel))
+                    .and_then(|()| pubsub.set_read_timeout(Some(SUBSCRIBER_CHECK)));
+                if let Err(err) = subscribed {
+                    let _ = ready_tx.send(Err(describe_error(err, &display)));
+                    return;
+                }
+                let _ = ready_tx.send(Ok(()));
+                listen(pubsub, sink, &stopped, &display);
+            })
+            .context("cannot start a thread")?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(subscription),
+            Ok(Err(err)) => Err(err.context("cannot subscribe to release notices")),
+            Err(_) => Err(anyhow!("cannot subscribe to release notices")),
+        }
+    }
+
+    fn describe(&self) -> &str {
+        self.link.display()
+    }
+}
+
+/// After taking the lock on a master that has replicas (Sentinel, Cluster), waits up to
+/// `wait` for one of them to confirm the write. Replication is asynchronous: a failover to a
+/// replica that never saw the lock loses it (and the fence number), and a second holder can
+/// take it before this one's next renewal finds it gone. Waiting makes that unlikely; it
+/// cannot rule it out, and a master without a replica in time is only reported: refusing to
+/// run would turn a degraded replica into an outage of every job.
+fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &str) {
+    match session.replicas {
+        None => return,
+        Some(0) => {
+            report::verbose(format_args!(
+                "the master has no replica: a failover now would lose {key}"
+            ));
+            return;
+        }
+        Some(_) => {}
+    }
+    let mut command = redis::cmd("WAIT");
+    command.arg(1).arg(wait.as_millis().max(1) as u64);
+    match session.query::<i64>(&command) {
+        Ok(0) => report::warn(format_args!(
+            "no replica confirmed {key} within {}; if the master fails over now, the lock \
+             may be lost",
+            report::duration(wait)
+        )),
+        Ok(_) => {}
+        Err(err) => {
+            session.spoil();
+            report::warn(format_args!(
+                "cannot confirm that a replica has {key}: {err:#}"
+            ));
+        }
+    }
+}
+
+/// Passes each message on the subscription on as `Notice::Released` until the subscription
+/// is dropped or the connection breaks.
+fn listen(
+    mut pubsub: redis::PubSub<'_>,
+    mut sink: NoticeSink,
+    stopped: &AtomicBool,
+    display: &str,
+) {
+    loop {
+        let notice = match pubsub.get_message() {
+            Ok(message) => Notice::Released {
+                by: message.get_payload().unwrap_or_default(),
+            },
+            // Nobody released; this wake-up only checks whether the waiter still listens.
+            Err(err) if err.is_timeout() => {
+                if stopped.load(Ordering::Relaxed) {
+                    return;
+                }
+                continue;
+            }
+            Err(err) => Notice::Broken(describe_error(err, display)),
+        };
+        let broken = matches!(notice, Notice::Broken(_));
+        if !sink(notice) || broken || stopped.load(Ordering::Relaxed) {
+            return;
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! The one message type the reporting threads send to the loop that decides: the signal
+//! thread, the child watcher, the renewal thread and the subscription to release notices.
+//! Threads only report; `wait.rs` (while the lock is busy) and `supervise.rs` (while the
+//! command runs) receive, in the order things happened, and act.
+
+use std::time::Instant;
+
+use crate::backend::Notice;
+
+/// What the reporting threads say.
+pub enum Event {
+    /// A signal arrived; `from_terminal` when the terminal driver generated it.
+    Signal {
+        signal: libc::c_int,
+        from_terminal: bool,
+    },
+    /// The command's first process exited (not yet reaped).
+    ChildExited,
+    /// The command's first process was stopped, by `signal` (Ctrl-Z: SIGTSTP).
+    ChildStopped { signal: libc::c_int },
+    /// A renewal succeeded: the lease now surely holds until `valid_until`.
+    Renewed { valid_until: Instant },
+    /// The renewal thread could not keep the lock.
+    LockLost(Loss),
+    /// A release notice (only while waiting for a busy lock).
+    Notice(Notice),
+}
+
+/// Why the lock was lost.
+#[derive(Debug, Clone)]
+pub enum Loss {
+    /// Redis answered: the key is gone or holds someone else's value.
+    NotOurs,
+    /// Redis did not confirm in time; the lease is running out.
+    Unconfirmed { last_error: String },
+}
