@@ -1,48 +1,26 @@
 //! `redis+cluster://`: three masters made with `redis-cli --cluster create` (see
-//! `deployments`), reached through a URL that names only the first. Locks on keys in
+//! `support::deployments`), reached through a URL that names only the first. Locks on keys in
 //! different slots land on their own masters; `status`, `list` and `release` see all of
 //! them; semaphores, fences and release wake-ups work; a slot moved while a lock is held is
 //! followed through `ASK` and `MOVED`; a node that hangs does not hide the others.
 
 use std::time::Duration;
 
-use crate::deployments::{Cluster, SETTLE};
+use crate::support::deployments::{Cluster, SETTLE};
 use crate::support::*;
-
-/// Starts a holder (run with `args`, which name the lock) whose job writes its fence to
-/// `{name}.fence` and holds until `go` or `{name}.go` appears.
-fn start_holder(cluster: &Cluster, dir: &TempDir, name: &str, args: &[&str]) -> Running {
-    let body = format!(
-        "echo \"$REDLOCK_FENCE\" > '{fence}'\ntouch '{ready}'\n\
-         while [ ! -e '{go}' ] && [ ! -e '{own_go}' ]; do sleep 0.01; done",
-        fence = dir.join(&format!("{name}.fence")).display(),
-        ready = dir.join(&format!("{name}.ready")).display(),
-        go = dir.join("go").display(),
-        own_go = dir.join(&format!("{name}.go")).display(),
-    );
-    let script = dir.script(name, &body);
-    let mut holder = cluster.cmd().args(args).arg("--").arg(script).spawn();
-    holder.wait_for_file(&dir.join(&format!("{name}.ready")), Duration::from_secs(15));
-    holder
-}
-
-fn fence_of(dir: &TempDir, name: &str) -> u64 {
-    dir.read(&format!("{name}.fence")).parse().expect("a fence")
-}
 
 #[test]
 fn locks_on_every_master_are_held_listed_and_released() {
     let cluster = Cluster::start();
     let dir = TempDir::new("cluster-every");
     let names = cluster.names_on_each_node();
-    let holders: Vec<Running> = names
+    let holders: Vec<Holder> = names
         .iter()
         .map(|name| {
-            start_holder(
-                &cluster,
+            hold(
+                cluster.cmd().args(["-k", name, "--renew-every", "200ms"]),
                 &dir,
                 name,
-                &["-k", name, "--renew-every", "200ms"],
             )
         })
         .collect();
@@ -89,7 +67,9 @@ fn locks_on_every_master_are_held_listed_and_released() {
         .assert_code(76)
         .assert_stderr_contains("lost");
 
-    std::fs::write(dir.join("go"), "").unwrap();
+    for holder in &holders {
+        holder.let_go();
+    }
     for holder in holders {
         holder.wait().assert_code(0);
     }
@@ -104,8 +84,8 @@ fn semaphores_fences_and_wakeups_work_across_the_cluster() {
     let cluster = Cluster::start();
     let dir = TempDir::new("cluster-limit");
     let limit = ["-k", "pool", "--limit", "2", "--ttl", "30s"];
-    let a = start_holder(&cluster, &dir, "a", &limit);
-    let b = start_holder(&cluster, &dir, "b", &limit);
+    let a = hold(cluster.cmd().args(limit), &dir, "a");
+    let b = hold(cluster.cmd().args(limit), &dir, "b");
     // Both slots are taken: a third is turned away.
     cluster
         .cmd()
@@ -131,7 +111,7 @@ fn semaphores_fences_and_wakeups_work_across_the_cluster() {
                 == 1
         })
     });
-    std::fs::write(dir.join("a.go"), "").unwrap();
+    a.let_go();
     a.wait().assert_code(0);
     let out = waiter.wait();
     out.assert_code(0);
@@ -150,7 +130,7 @@ fn semaphores_fences_and_wakeups_work_across_the_cluster() {
         "fences in acquisition order: {fences:?}"
     );
 
-    std::fs::write(dir.join("go"), "").unwrap();
+    b.let_go();
     b.wait().assert_code(0);
     // `-k pool` with the default prefix: the lock, its slots and its limit are all gone.
     let left = cluster.keys();
@@ -164,7 +144,7 @@ fn a_slot_moved_while_held_is_followed_through_ask_and_moved() {
     let key = "redlock:moving";
     let fence = "{redlock:moving}:fence";
     let args = ["-k", "moving", "--renew-every", "100ms"];
-    let holder = start_holder(&cluster, &dir, "moving", &args);
+    let holder = hold(cluster.cmd().args(args), &dir, "moving");
     let from = cluster.owner_of(key);
     let to = (from + 1) % cluster.nodes.len();
     let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
@@ -206,7 +186,7 @@ fn a_slot_moved_while_held_is_followed_through_ask_and_moved() {
         "the lock moved with its slot"
     );
 
-    std::fs::write(dir.join("go"), "").unwrap();
+    holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
     assert!(
         !target.query::<bool>(&["EXISTS", key]),

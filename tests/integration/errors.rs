@@ -278,13 +278,13 @@ fn right_password_works_and_is_never_printed() {
 fn database_number_in_url_is_used() {
     let server = RedisServer::start();
     let dir = TempDir::new("db");
-    let script = dir.script("hold", &hold_until(&dir, "ready", "go", 0));
-    let mut wrapper = Wrapper::bare()
-        .args(["-r", &format!("redis://127.0.0.1:{}/3", server.port())])
-        .args(["-k", "indb3", "--"])
-        .arg(script)
-        .spawn();
-    wrapper.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let holder = hold(
+        Wrapper::bare()
+            .args(["-r", &format!("redis://127.0.0.1:{}/3", server.port())])
+            .args(["-k", "indb3"]),
+        &dir,
+        "hold",
+    );
     assert_eq!(server.dbsize(), 0, "key written to db 0");
     let mut con = server.connection();
     let _: () = redis::cmd("SELECT").arg(3).query(&mut con).unwrap();
@@ -293,8 +293,8 @@ fn database_number_in_url_is_used() {
         .query(&mut con)
         .unwrap();
     assert_eq!(exists, 1, "key not in db 3");
-    release(&dir);
-    wrapper.wait().assert_code(0);
+    holder.let_go();
+    holder.wait().assert_code(0);
     let exists: i64 = redis::cmd("EXISTS")
         .arg("redlock:indb3")
         .query(&mut con)

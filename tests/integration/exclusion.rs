@@ -24,25 +24,13 @@ fn parallel_increments_are_never_lost() {
         ),
     );
 
-    let workers: Vec<_> = (0..10)
-        .map(|_| {
-            let url = server.url();
-            let script = script.clone();
-            thread::spawn(move || {
-                for _ in 0..10 {
-                    Wrapper::new(&url)
-                        .args(["-k", "counter", "--"])
-                        .arg(&script)
-                        .timeout(Duration::from_secs(90))
-                        .run()
-                        .assert_code(0);
-                }
-            })
-        })
-        .collect();
-    for w in workers {
-        w.join().expect("worker thread panicked");
-    }
+    let url = server.url();
+    run_in_parallel(10, 10, move || {
+        Wrapper::new(&url)
+            .args(["-k", "counter", "--"])
+            .arg(&script)
+            .timeout(Duration::from_secs(90))
+    });
     assert_eq!(fs::read_to_string(&counter).unwrap().trim(), "100");
     assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
 }
@@ -117,13 +105,8 @@ fn waiter_is_woken_promptly_without_polling() {
     let dir = TempDir::new("handoff");
     // A long TTL keeps the holder from renewing during the test, so commands counted in the
     // quiet window are the waiter's.
-    let (holder_script, waiter_script) = handover_scripts(&dir);
-    let mut holder = server
-        .cmd()
-        .args(["-k", "handoff", "-t", "120s", "--"])
-        .arg(holder_script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let (holder_job, waiter_script) = handover_jobs(&dir);
+    let holder = holder_job.start(server.cmd().args(["-k", "handoff", "-t", "120s"]));
 
     let waiter = server
         .cmd()
@@ -180,7 +163,7 @@ fn waiter_is_woken_promptly_without_polling() {
         "the waiter kept reconnecting: {waiter_conns} new connections"
     );
 
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
     waiter.wait().assert_code(0);
     let delay = handover_delay(&dir);

@@ -66,28 +66,25 @@ fn stdout_is_only_the_command_output() {
     assert!(out.stdout.is_empty());
 }
 
+/// A holder's job that writes the REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_TTL_MS it sees to
+/// `NAME.env`, one per line.
+fn showing_env<'a>(dir: &'a TempDir, name: &str) -> Job<'a> {
+    Job::new(dir, name).first(&format!(
+        "printf '%s\\n%s\\n%s\\n' \"$REDLOCK_KEY\" \"$REDLOCK_TOKEN\" \"$REDLOCK_TTL_MS\" > '{env}.tmp'\n\
+         mv '{env}.tmp' '{env}'",
+        env = dir.join(&format!("{name}.env")).display(),
+    ))
+}
+
 /// The command sees REDLOCK_KEY, REDLOCK_TOKEN and REDLOCK_TTL_MS, and the token is the one
 /// stored in Redis.
 #[test]
 fn command_environment_describes_the_lock() {
     let server = RedisServer::start();
     let dir = TempDir::new("env");
-    let script = dir.script(
-        "show-env",
-        &format!(
-            "printf '%s\\n%s\\n%s\\n' \"$REDLOCK_KEY\" \"$REDLOCK_TOKEN\" \"$REDLOCK_TTL_MS\" > '{env}.tmp'\n\
-             mv '{env}.tmp' '{env}'\n{hold}",
-            env = dir.join("env").display(),
-            hold = hold_until(&dir, "ready", "go", 0)
-        ),
-    );
-    let mut holder = server
-        .cmd()
-        .args(["-k", "envtest", "-t", "5s", "--"])
-        .arg(&script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
-    let env = dir.read("env");
+    let holder =
+        showing_env(&dir, "default").start(server.cmd().args(["-k", "envtest", "-t", "5s"]));
+    let env = dir.read("default.env");
     let lines: Vec<&str> = env.lines().collect();
     assert_eq!(lines.len(), 3, "env file: {env:?}");
     assert_eq!(lines[0], "redlock:envtest");
@@ -100,21 +97,17 @@ fn command_environment_describes_the_lock() {
     assert!(value.ends_with('}'), "value is not a JSON object: {value}");
     let pttl = server.pttl("redlock:envtest");
     assert!((1..=5000).contains(&pttl), "pttl {pttl}");
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
     assert_eq!(server.dbsize(), 0);
 
     // A custom prefix and a bare-number TTL (seconds).
-    fs::remove_file(dir.join("go")).unwrap();
-    fs::remove_file(dir.join("ready")).unwrap();
-    fs::remove_file(dir.join("env")).unwrap();
-    let mut holder = server
-        .cmd()
-        .args(["-k", "envtest", "--prefix", "app/", "-t", "2", "--"])
-        .arg(&script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
-    let env = dir.read("env");
+    let holder = showing_env(&dir, "custom").start(
+        server
+            .cmd()
+            .args(["-k", "envtest", "--prefix", "app/", "-t", "2"]),
+    );
+    let env = dir.read("custom.env");
     let lines: Vec<&str> = env.lines().collect();
     assert_eq!(lines[0], "app/envtest");
     assert_eq!(lines[2], "2000");
@@ -122,7 +115,7 @@ fn command_environment_describes_the_lock() {
         token_of(&server.get("app/envtest").expect("app/envtest missing")),
         lines[1]
     );
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
     assert_eq!(server.dbsize(), 0);
 }
@@ -133,7 +126,7 @@ fn command_environment_describes_the_lock() {
 fn busy_lock_is_not_obtained() {
     let server = RedisServer::start();
     let dir = TempDir::new("busy");
-    let holder = start_holder(&server, &dir, "busy", &[]);
+    let holder = hold(server.cmd().args(["-k", "busy"]), &dir, "holder");
     let held = server.lock_value("busy").expect("holder's key missing");
     let ran = dir.join("ran");
 
@@ -182,7 +175,7 @@ fn busy_lock_is_not_obtained() {
     );
 
     assert!(!ran.exists(), "a command ran without the lock");
-    holder_kept_the_lock_alone(&server, &dir, holder, "busy", held);
+    holder.assert_kept_the_lock_alone(&server, "busy", held);
 }
 
 /// --wait longer than the holder's job gets the lock.
@@ -190,7 +183,7 @@ fn busy_lock_is_not_obtained() {
 fn bounded_wait_succeeds_when_the_holder_finishes_in_time() {
     let server = RedisServer::start();
     let dir = TempDir::new("waitok");
-    let holder = start_holder(&server, &dir, "w", &[]);
+    let holder = hold(server.cmd().args(["-k", "w"]), &dir, "holder");
     let waiter = server
         .cmd()
         .args(["-k", "w", "--wait", "20s", "--", "touch"])
@@ -200,7 +193,7 @@ fn bounded_wait_succeeds_when_the_holder_finishes_in_time() {
         server.subscribed_clients() > 0
     });
     assert!(!dir.exists("ran"));
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
     waiter.wait().assert_code(0);
     assert!(dir.exists("ran"));

@@ -1,8 +1,9 @@
 //! Fault injection: contention, Redis restarted empty, frozen or blackholed, slow, resetting
 //! connections, losing replies, unreachable at release; a wrapper SIGKILLed under load; lock
 //! keys holding other applications' data. Every protected command records its critical
-//! section in a shared history (see `history`), and every test ends by checking it: mutual
-//! exclusion is judged from what the commands recorded, not from what redlock-run says.
+//! section in a shared history (see `support::history`), and every test ends by checking it:
+//! mutual exclusion is judged from what the commands recorded, not from what redlock-run
+//! says.
 //!
 //! Times compared with a lease's end on the server come from Redis itself: a `PTTL` read
 //! after noting the time gives a lower bound on the moment the key expires (see
@@ -13,8 +14,8 @@ use std::fs;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::history::{ms, now_ns, Checked, Ending, History, Interval};
-use crate::proxy::{Fault, FaultProxy};
+use crate::support::history::{ms, now_ns, Checked, Ending, History, Interval};
+use crate::support::proxy::{Fault, FaultProxy};
 use crate::support::*;
 
 const MS: i64 = 1_000_000;
@@ -97,14 +98,27 @@ fn hold_ignoring_term(dir: &TempDir, ready: &str, term: &str) -> String {
     )
 }
 
-/// A section body that touches `ready`, then waits for `go` and ends with status `code`
-/// (without `exit`, so the section still records its end).
-fn hold_until_go(dir: &TempDir, ready: &str, go: &str, code: i32) -> String {
-    format!(
-        "touch '{ready}'\nwhile [ ! -e '{go}' ]; do sleep 0.01; done\n(exit {code})",
-        ready = dir.join(ready).display(),
-        go = dir.join(go).display()
-    )
+/// Starts a holder whose command is the section `holder` of `history`, running `body`;
+/// returns once `body` has touched `ready`.
+#[track_caller]
+fn start_section_holder(history: &History, dir: &TempDir, body: &str, wrapper: Wrapper) -> Running {
+    let script = history.section(dir, "holder", body);
+    start_holding(wrapper, &script, &dir.join("ready"))
+}
+
+/// Starts a holder whose [`Job`] `label`, ending with status `code`, runs as a recorded
+/// section of `history` with that label.
+#[track_caller]
+fn hold_in_section(
+    history: &History,
+    dir: &TempDir,
+    label: &str,
+    code: i32,
+    wrapper: Wrapper,
+) -> Holder {
+    let job = Job::new(dir, label).exit_code(code);
+    let script = history.section(dir, label, &job.body());
+    job.start_as(wrapper, &script)
 }
 
 /// Nanosecond timestamps, one per line, as `date +%s%N` writes them.
@@ -162,6 +176,7 @@ fn forty_contending_wrappers_count_exactly_and_never_overlap() {
         Wrapper::new(&url)
             .args(["-k", "counter", "--"])
             .arg(&script)
+            .timeout(Duration::from_secs(120))
     });
     let wall = started.elapsed();
 
@@ -209,9 +224,8 @@ fn redis_restarted_empty_overlaps_by_at_most_one_renewal_period() {
     let margin = Duration::from_secs(1);
     let lock = ["-k", "rs", "-t", "6s", "--renew-every", "500ms"];
 
-    let holder_script = history.section(&dir, "holder", &hold_until_term(&dir, "ready", "term"));
-    let mut holder = server.cmd().args(lock).arg("--").arg(holder_script).spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let body = hold_until_term(&dir, "ready", "term");
+    let holder = start_section_holder(&history, &dir, &body, server.cmd().args(lock));
     let contender_script = history.section(&dir, "contender", "sleep 0.2");
     let contenders: Vec<Running> = (0..3)
         .map(|_| {
@@ -293,13 +307,13 @@ fn frozen_redis_the_holder_dies_before_its_lease_can_expire() {
     let history = History::new(&dir);
     let ttl = Duration::from_secs(2);
 
-    let holder_script = history.section(&dir, "holder", &hold_until_term(&dir, "ready", "term"));
-    let mut holder = server
-        .cmd()
-        .args(["-k", "fz", "-t", "2s", "--"])
-        .arg(holder_script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let body = hold_until_term(&dir, "ready", "term");
+    let holder = start_section_holder(
+        &history,
+        &dir,
+        &body,
+        server.cmd().args(["-k", "fz", "-t", "2s"]),
+    );
     let contender_script = history.section(&dir, "contender", "true");
     let contender = server
         .cmd()
@@ -380,12 +394,13 @@ fn blackholed_redis_the_holder_is_killed_before_its_lease_can_expire() {
     // watcher's poll and scheduling noise.
     let ttl = Duration::from_secs(4);
 
-    let holder_script = history.section(&dir, "holder", &hold_ignoring_term(&dir, "ready", "term"));
-    let mut holder = Wrapper::new(&proxy.url())
-        .args(["-k", "bh", "-t", "4s", "--"])
-        .arg(holder_script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let body = hold_ignoring_term(&dir, "ready", "term");
+    let holder = start_section_holder(
+        &history,
+        &dir,
+        &body,
+        Wrapper::new(&proxy.url()).args(["-k", "bh", "-t", "4s"]),
+    );
     let contender_script = history.section(&dir, "contender", "true");
     let contender = server
         .cmd()
@@ -445,12 +460,13 @@ fn slow_then_silent_redis_the_holder_dies_before_its_lease_can_expire() {
     let proxy = FaultProxy::start(server.port());
     let dir = TempDir::new("slowsilent");
     let history = History::new(&dir);
-    let holder_script = history.section(&dir, "holder", &hold_until_term(&dir, "ready", "term"));
-    let mut holder = Wrapper::new(&proxy.url())
-        .args(["-k", "ss", "-t", "2s", "-v", "--"])
-        .arg(holder_script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let body = hold_until_term(&dir, "ready", "term");
+    let holder = start_section_holder(
+        &history,
+        &dir,
+        &body,
+        Wrapper::new(&proxy.url()).args(["-k", "ss", "-t", "2s", "-v"]),
+    );
     // The first renewal is due 666ms after the acquire: these come well before it.
     let _: String = server.query(&["SCRIPT", "FLUSH"]);
     proxy.latency(Duration::from_millis(300), Duration::from_millis(300));
@@ -621,12 +637,13 @@ fn connection_reset_mid_hold_keeps_the_lock() {
     let dir = TempDir::new("reset");
     let history = History::new(&dir);
     let ttl = Duration::from_secs(2);
-    let job = history.section(&dir, "holder", &hold_until_go(&dir, "ready", "go", 0));
-    let mut holder = Wrapper::new(&proxy.url())
-        .args(["-k", "rst", "-t", "2s", "-v", "--"])
-        .arg(job)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let holder = hold_in_section(
+        &history,
+        &dir,
+        "holder",
+        0,
+        Wrapper::new(&proxy.url()).args(["-k", "rst", "-t", "2s", "-v"]),
+    );
     let token = token_of(&server.lock_value("rst").expect("holder's key"));
 
     lease_end_after_fresh_renewal(&server, "redlock:rst", ttl);
@@ -655,7 +672,7 @@ fn connection_reset_mid_hold_keeps_the_lock() {
         .args(["-k", "rst", "--"])
         .arg(waiter_script)
         .spawn();
-    release(&dir);
+    holder.let_go();
 
     let out = holder.wait_within(Duration::from_secs(15));
     eprintln!(
@@ -825,12 +842,13 @@ fn release_while_redis_is_unreachable_keeps_the_status_and_the_key_expires() {
     let dir = TempDir::new("unreachable");
     let history = History::new(&dir);
     let ttl = Duration::from_secs(2);
-    let job = history.section(&dir, "holder", &hold_until_go(&dir, "ready", "go", 5));
-    let mut holder = Wrapper::new(&proxy.url())
-        .args(["-k", "ru", "-t", "2s", "--redis-timeout", "500ms", "--"])
-        .arg(job)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let holder = hold_in_section(
+        &history,
+        &dir,
+        "holder",
+        5,
+        Wrapper::new(&proxy.url()).args(["-k", "ru", "-t", "2s", "--redis-timeout", "500ms"]),
+    );
     let waiter_script = history.section(&dir, "waiter", "true");
     let waiter = server
         .cmd()
@@ -843,7 +861,7 @@ fn release_while_redis_is_unreachable_keeps_the_status_and_the_key_expires() {
 
     let lease_end = lease_end_after_fresh_renewal(&server, "redlock:ru", ttl);
     proxy.blackhole();
-    release(&dir);
+    holder.let_go();
     let out = holder.wait_within(Duration::from_secs(15));
     let still_there = server.lock_value("ru");
     out.assert_code(5)
@@ -889,13 +907,12 @@ fn sigkill_holder_under_load(
     body: &str,
 ) -> (i64, i64, i32) {
     let _timing = timing_sensitive();
-    let holder_script = history.section(dir, "holder", body);
-    let mut holder = server
-        .cmd()
-        .args(["-k", key, "-t", "2s", "--"])
-        .arg(holder_script)
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let mut holder = start_section_holder(
+        history,
+        dir,
+        body,
+        server.cmd().args(["-k", key, "-t", "2s"]),
+    );
     let waiter_script = history.section(dir, "waiter", "sleep 0.1");
     let waiters: Vec<Running> = (0..5)
         .map(|_| {
@@ -1008,13 +1025,13 @@ fn sigkilled_wrapper_that_waited_leaves_nothing_of_its_command_running() {
     let server = RedisServer::start();
     let dir = TempDir::new("sigkillwaited");
     let history = History::new(&dir);
-    let first_script = history.section(&dir, "first", &hold_until_go(&dir, "ready", "go", 0));
-    let mut first = server
-        .cmd()
-        .args(["-k", "kw", "-t", "2s", "--"])
-        .arg(first_script)
-        .spawn();
-    first.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let first = hold_in_section(
+        &history,
+        &dir,
+        "first",
+        0,
+        server.cmd().args(["-k", "kw", "-t", "2s"]),
+    );
     let body = format!("touch '{}'\nsleep 30", dir.join("waited").display());
     let waiter_script = history.section(&dir, "waiter", &body);
     let mut waiter = server
@@ -1025,7 +1042,7 @@ fn sigkilled_wrapper_that_waited_leaves_nothing_of_its_command_running() {
     wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
         server.subscribed_clients() == 1
     });
-    fs::write(dir.join("go"), "").expect("write go");
+    first.let_go();
     first.wait_within(Duration::from_secs(15)).assert_code(0);
     waiter.wait_for_file(&dir.join("waited"), Duration::from_secs(15));
     let pid = history
@@ -1108,12 +1125,13 @@ fn keys_holding_other_data_are_busy_and_never_touched() {
     }
 
     // Our own run on a plain key, whose value someone overwrites: released as not ours, left.
-    let mut run = server
-        .cmd()
-        .args(["-k", "plain2", "--prefix", "", "-t", "1s", "--"])
-        .arg(dir.script("hold", &hold_until(&dir, "ready", "go", 0)))
-        .spawn();
-    run.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    let run = hold(
+        server
+            .cmd()
+            .args(["-k", "plain2", "--prefix", "", "-t", "1s"]),
+        &dir,
+        "hold",
+    );
     server.set("plain2", "someone else's too");
     let out = run.wait_within(Duration::from_secs(15));
     out.assert_code(76);

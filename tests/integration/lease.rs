@@ -7,14 +7,6 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-/// A command that records its pid and then sleeps (as `sleep`, via exec) until killed.
-fn sleeper(dir: &TempDir) -> std::path::PathBuf {
-    dir.script(
-        "sleeper",
-        &format!("echo $$ > '{}'\nexec sleep 100", dir.join("pid").display()),
-    )
-}
-
 /// A 1s-TTL lock survives a 3.5s job: contenders are refused throughout.
 #[test]
 fn renewal_keeps_a_short_lease_through_a_long_job() {
@@ -61,7 +53,13 @@ fn renewal_keeps_a_short_lease_through_a_long_job() {
 fn renew_every_sets_the_renewal_period() {
     let server = RedisServer::start();
     let dir = TempDir::new("renewevery");
-    let holder = start_holder(&server, &dir, "re", &["-t", "3s", "--renew-every", "200ms"]);
+    let holder = hold(
+        server
+            .cmd()
+            .args(["-k", "re", "-t", "3s", "--renew-every", "200ms"]),
+        &dir,
+        "holder",
+    );
     let start = Instant::now();
     let mut min_pttl = i64::MAX;
     while start.elapsed() < Duration::from_millis(1500) {
@@ -75,7 +73,7 @@ fn renew_every_sets_the_renewal_period() {
         min_pttl > 1800,
         "lease not renewed every 200ms: min PTTL {min_pttl}"
     );
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
 }
 
@@ -238,16 +236,13 @@ fn redis_restarted_empty_loses_the_lock() {
 fn failed_release_warns_but_keeps_the_command_status() {
     let mut server = RedisServer::start();
     let dir = TempDir::new("relfail");
-    let script = dir.script("job", &hold_until(&dir, "ready", "go", 5));
-    let mut wrapper = server
+    let wrapper = server
         .cmd()
-        .args(["-k", "rf", "-t", "30s", "--redis-timeout", "1s", "--"])
-        .arg(script)
-        .spawn();
-    wrapper.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+        .args(["-k", "rf", "-t", "30s", "--redis-timeout", "1s"]);
+    let holder = Job::new(&dir, "job").exit_code(5).start(wrapper);
     server.stop();
-    release(&dir);
-    let out = wrapper.wait_within(Duration::from_secs(20));
+    holder.let_go();
+    let out = holder.wait_within(Duration::from_secs(20));
     out.assert_code(5)
         .assert_stderr_prefixed()
         .assert_stderr_lacks("lock lost");

@@ -3,15 +3,12 @@
 
 mod cluster;
 mod completions;
-mod deployments;
 mod errors;
 mod exclusion;
 mod exit_codes;
 mod faults;
-mod history;
 mod lease;
 mod operators;
-mod proxy;
 mod redlock;
 mod sentinel;
 mod signals;

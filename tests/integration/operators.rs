@@ -18,47 +18,6 @@ use crate::support::*;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// A holder of `key` whose job writes its REDLOCK_FENCE to `NAME.fence`, creates
-/// `NAME.ready` and holds until `NAME.go` exists ([`let_go`]). Returns once the job runs.
-#[track_caller]
-fn hold(server: &RedisServer, dir: &TempDir, key: &str, name: &str, extra: &[&str]) -> Running {
-    let script = dir.script(
-        name,
-        &format!(
-            "echo \"$REDLOCK_FENCE\" > '{fence}'\n{hold}",
-            fence = dir.join(&format!("{name}.fence")).display(),
-            hold = hold_until(dir, &format!("{name}.ready"), &format!("{name}.go"), 0)
-        ),
-    );
-    let mut holder = server
-        .cmd()
-        .args(["-k", key])
-        .args(extra)
-        .arg("--")
-        .arg(script)
-        .spawn();
-    holder.wait_for_file(&dir.join(&format!("{name}.ready")), Duration::from_secs(15));
-    holder
-}
-
-/// Ends the job of holder `name` started by [`hold`].
-fn let_go(dir: &TempDir, name: &str) {
-    fs::write(dir.join(&format!("{name}.go")), "").unwrap();
-}
-
-/// The command line a [`hold`] holder records as its `cmd`.
-fn holder_cmd(dir: &TempDir, name: &str) -> String {
-    dir.join(name).display().to_string()
-}
-
-/// The fence holder `name` was given, as its job saw it.
-#[track_caller]
-fn fence_of(dir: &TempDir, name: &str) -> u64 {
-    let text = dir.read(&format!("{name}.fence"));
-    text.parse()
-        .unwrap_or_else(|_| panic!("REDLOCK_FENCE of {name} is {text:?}, not a number"))
-}
-
 /// This machine's name, as the tool records it (gethostname).
 fn hostname() -> String {
     fs::read_to_string("/proc/sys/kernel/hostname")
@@ -162,10 +121,10 @@ fn status_names_the_holder_in_text_and_json() {
     );
 
     let before_ms = now_ms();
-    let holder = hold(&server, &dir, "st", "h", &[]);
+    let holder = hold(server.cmd().args(["-k", "st"]), &dir, "h");
     let fence = fence_of(&dir, "h");
     let host = hostname();
-    let cmd = holder_cmd(&dir, "h");
+    let cmd = holder.script().display().to_string();
 
     let out = server.cmd().args(["status", "-k", "st"]).run();
     out.assert_code(0);
@@ -221,7 +180,7 @@ fn status_names_the_holder_in_text_and_json() {
     assert!((15_000..=30_000).contains(&ttl_ms), "ttl_ms {ttl_ms}");
     assert_eq!(u64_field(h, "fence"), fence);
 
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
     server
         .cmd()
@@ -327,9 +286,9 @@ fn list_shows_each_lock_once_with_a_semaphores_holders() {
         .assert_code(0);
     server.set("other:thing", "not under the prefix");
     server.set("redlock:x", "thief");
-    let a = hold(&server, &dir, "a", "a", &[]);
-    let b1 = hold(&server, &dir, "b", "b1", &["--limit", "3"]);
-    let b2 = hold(&server, &dir, "b", "b2", &["--limit", "3"]);
+    let a = hold(server.cmd().args(["-k", "a"]), &dir, "a");
+    let b1 = hold(server.cmd().args(["-k", "b", "--limit", "3"]), &dir, "b1");
+    let b2 = hold(server.cmd().args(["-k", "b", "--limit", "3"]), &dir, "b2");
 
     let out = server.cmd().arg("list").run();
     out.assert_code(0);
@@ -386,7 +345,7 @@ fn list_shows_each_lock_once_with_a_semaphores_holders() {
     assert_eq!(locks[2]["holders"][0]["known"], false);
 
     // With slot 1 free and slot 2 held, the semaphore is still listed, with one holder.
-    let_go(&dir, "b1");
+    b1.let_go();
     b1.wait().assert_code(0);
     assert!(!server.exists("redlock:b"));
     let list = json_of(server.cmd().args(["list", "--json"]).run().assert_code(0));
@@ -399,9 +358,8 @@ fn list_shows_each_lock_once_with_a_semaphores_holders() {
     assert_eq!(b["holders"].as_array().map(Vec::len), Some(1), "{b}");
     assert_eq!(b["holders"][0]["key"], "{redlock:b}:slot:2");
 
-    for name in ["a", "b2"] {
-        let_go(&dir, name);
-    }
+    a.let_go();
+    b2.let_go();
     a.wait().assert_code(0);
     b2.wait().assert_code(0);
 }
@@ -425,7 +383,7 @@ fn release_without_force_refuses_and_leaves_the_lock() {
         assert!(out.stdout_str().contains("free"), "{}", out.stdout_str());
     }
 
-    let holder = hold(&server, &dir, "r", "h", &[]);
+    let holder = hold(server.cmd().args(["-k", "r"]), &dir, "h");
     let value = server.lock_value("r");
     let out = server.cmd().args(["release", "-k", "r"]).run();
     out.assert_code(125)
@@ -435,7 +393,7 @@ fn release_without_force_refuses_and_leaves_the_lock() {
     eprintln!("release without --force: {}", out.stderr.trim_end());
     assert_eq!(server.lock_value("r"), value, "key changed");
 
-    let_go(&dir, "h");
+    holder.let_go();
     holder
         .wait()
         .assert_code(0)
@@ -450,11 +408,11 @@ fn forced_release_wakes_a_waiter_promptly() {
     let server = RedisServer::start();
     let dir = TempDir::new("relforce");
     let holder = hold(
-        &server,
+        server
+            .cmd()
+            .args(["-k", "fr", "-t", "10s", "--renew-every", "500ms"]),
         &dir,
-        "fr",
         "h",
-        &["-t", "10s", "--renew-every", "500ms"],
     );
     let started = dir.join("waiter.started");
     let mut waiter = server
@@ -475,7 +433,7 @@ fn forced_release_wakes_a_waiter_promptly() {
         "released redlock:fr, held by {} pid {} `{}`",
         hostname(),
         holder.pid(),
-        holder_cmd(&dir, "h")
+        holder.script().display()
     );
     assert!(said.starts_with(&expected), "{said:?} vs {expected:?}");
 
@@ -533,7 +491,7 @@ fn forced_release_never_deletes_another_applications_data() {
 fn waiting_message_names_the_holder_once() {
     let server = RedisServer::start();
     let dir = TempDir::new("waitmsg");
-    let holder = hold(&server, &dir, "wm", "h", &["-t", "1s"]);
+    let holder = hold(server.cmd().args(["-k", "wm", "-t", "1s"]), &dir, "h");
     let verbose = server
         .cmd()
         .args(["-k", "wm", "-v", "--wait", "3s", "--", "true"])
@@ -567,7 +525,7 @@ fn waiting_message_names_the_holder_once() {
         "redlock-run: {needle} {} pid {} `{}` for ",
         hostname(),
         holder.pid(),
-        holder_cmd(&dir, "h")
+        holder.script().display()
     );
     assert!(
         lines[0].starts_with(&expected),
@@ -579,7 +537,7 @@ fn waiting_message_names_the_holder_once() {
     out.assert_code(75);
     assert_eq!(out.stderr, "", "-q printed something");
 
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
 }
 
@@ -609,7 +567,7 @@ fn fence_grows_over_sequential_acquisitions_and_shows_in_status() {
     assert_eq!(seen.len(), 20);
     assert_strictly_increasing(&seen, "sequential fences");
 
-    let holder = hold(&server, &dir, "fs", "h", &[]);
+    let holder = hold(server.cmd().args(["-k", "fs"]), &dir, "h");
     let fence = fence_of(&dir, "h");
     assert!(fence > seen[19], "fence {fence} after {}", seen[19]);
     let status = json_of(
@@ -620,7 +578,7 @@ fn fence_grows_over_sequential_acquisitions_and_shows_in_status() {
             .assert_code(0),
     );
     assert_eq!(u64_field(&status["holders"][0], "fence"), fence, "{status}");
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
 }
 
@@ -784,8 +742,12 @@ fn mismatched_limits_are_refused() {
     let server = RedisServer::start();
     let dir = TempDir::new("limitmismatch");
     let ran = dir.join("ran");
-    let semaphore = hold(&server, &dir, "three", "h3", &["--limit", "3"]);
-    let mutex = hold(&server, &dir, "one", "h1", &[]);
+    let semaphore = hold(
+        server.cmd().args(["-k", "three", "--limit", "3"]),
+        &dir,
+        "h3",
+    );
+    let mutex = hold(server.cmd().args(["-k", "one"]), &dir, "h1");
     for (key, limit) in [("three", "1"), ("one", "3")] {
         let value = server.lock_value(key);
         let out = server
@@ -801,9 +763,8 @@ fn mismatched_limits_are_refused() {
         assert!(!ran.exists(), "the command ran");
         assert_eq!(server.lock_value(key), value, "{key} changed");
     }
-    for name in ["h3", "h1"] {
-        let_go(&dir, name);
-    }
+    semaphore.let_go();
+    mutex.let_go();
     semaphore.wait().assert_code(0);
     mutex.wait().assert_code(0);
 }
@@ -952,13 +913,13 @@ fn fair_waiters_take_the_lock_in_arrival_order() {
     let server = RedisServer::start();
     let dir = TempDir::new("fair");
     let order = dir.join("order");
-    let holder = hold(&server, &dir, "fq", "h", &["--fair"]);
+    let holder = hold(server.cmd().args(["-k", "fq", "--fair"]), &dir, "h");
     let waiters: Vec<Running> = (1..=6)
         .map(|i| fair_waiter(&server, "fq", i, &order, i as i64 - 1, &[]))
         .collect();
     assert_eq!(server.zcard(&queue_key("fq")), 6);
     assert!(!order.exists(), "a waiter ran while the lock was held");
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
     for waiter in waiters {
         waiter.wait().assert_code(0);
@@ -975,7 +936,7 @@ fn a_crashed_fair_waiter_stalls_the_queue_only_until_its_heartbeat_times_out() {
     let server = RedisServer::start();
     let dir = TempDir::new("fairkill");
     let order = dir.join("order");
-    let holder = hold(&server, &dir, "fk", "h", &["--fair"]);
+    let holder = hold(server.cmd().args(["-k", "fk", "--fair"]), &dir, "h");
     let mut waiters: Vec<Running> = (1..=5)
         .map(|i| fair_waiter(&server, "fk", i, &order, i as i64 - 1, &[]))
         .collect();
@@ -989,7 +950,7 @@ fn a_crashed_fair_waiter_stalls_the_queue_only_until_its_heartbeat_times_out() {
     );
     let killed_at = Instant::now();
 
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
     for waiter in waiters {
         waiter.wait().assert_code(0);
@@ -1018,7 +979,7 @@ fn a_fair_waiter_that_gives_up_leaves_the_queue() {
     let dir = TempDir::new("fairgiveup");
     let order = dir.join("order");
     let queue = queue_key("fg");
-    let holder = hold(&server, &dir, "fg", "h", &["--fair"]);
+    let holder = hold(server.cmd().args(["-k", "fg", "--fair"]), &dir, "h");
     let first = fair_waiter(&server, "fg", 1, &order, 0, &[]);
 
     let quitter = fair_waiter(&server, "fg", 2, &order, 1, &["--wait", "1s"]);
@@ -1042,7 +1003,7 @@ fn a_fair_waiter_that_gives_up_leaves_the_queue() {
         "a --no-wait fair run stayed queued"
     );
 
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
     first.wait().assert_code(0);
     let ran: Vec<usize> = read_order(&order).iter().map(|e| e.0).collect();
@@ -1096,14 +1057,14 @@ fn help_lists_the_operator_commands_and_flags() {
 /// Three `--limit 3` holders of `key` in slots 1, 2 and 3; the first two end, and the one
 /// left, in slot 3 (`{K}:slot:3`, slots 1 and 2 free), is returned as `s3`.
 #[track_caller]
-fn holder_in_slot_3(server: &RedisServer, dir: &TempDir, key: &str) -> Running {
-    let mut holders: Vec<Running> = ["s1", "s2", "s3"]
+fn holder_in_slot_3(server: &RedisServer, dir: &TempDir, key: &str) -> Holder {
+    let mut holders: Vec<Holder> = ["s1", "s2", "s3"]
         .iter()
-        .map(|name| hold(server, dir, key, name, &["--limit", "3"]))
+        .map(|name| hold(server.cmd().args(["-k", key, "--limit", "3"]), dir, name))
         .collect();
     let last = holders.pop().unwrap();
-    for (holder, name) in holders.into_iter().zip(["s1", "s2"]) {
-        let_go(dir, name);
+    for holder in holders {
+        holder.let_go();
         holder.wait().assert_code(0);
     }
     let mut keys = server.keys();
@@ -1136,7 +1097,7 @@ fn status_and_list_see_a_semaphore_holder_in_slot_3() {
     let list = json_of(server.cmd().args(["list", "--json"]).run().assert_code(0));
     assert_eq!(list[0]["key"], "redlock:hs", "{list}");
 
-    let_go(&dir, "s3");
+    last.let_go();
     last.wait().assert_code(0);
 }
 
@@ -1160,7 +1121,7 @@ fn a_default_limit_run_is_refused_beside_a_holder_in_slot_3() {
         "a --limit 1 run ran beside a --limit 3 holder"
     );
 
-    let_go(&dir, "s3");
+    last.let_go();
     last.wait().assert_code(0);
 }
 
@@ -1172,11 +1133,11 @@ fn a_fair_waiter_behind_the_queue_is_not_told_of_a_foreign_holder() {
     let server = RedisServer::start();
     let dir = TempDir::new("fairmsg");
     let order = dir.join("order");
-    let holder = hold(&server, &dir, "fm", "h", &["--fair"]);
+    let holder = hold(server.cmd().args(["-k", "fm", "--fair"]), &dir, "h");
     let crashed = fair_waiter(&server, "fm", 1, &order, 0, &[]);
     crashed.signal(libc::SIGKILL);
     assert_killed(&crashed.wait_within(Duration::from_secs(10)), libc::SIGKILL);
-    let_go(&dir, "h");
+    holder.let_go();
     holder.wait().assert_code(0);
     // Free, with the crashed waiter still first in the queue for up to 5s.
     assert!(!server.exists("redlock:fm"));
@@ -1231,8 +1192,16 @@ fn list_skips_the_fence_and_slot_keys_of_hash_tagged_names() {
         "the fence counter was deleted"
     );
 
-    let t1 = hold(&server, &dir, "job{a}", "t1", &["--limit", "2"]);
-    let t2 = hold(&server, &dir, "job{a}", "t2", &["--limit", "2"]);
+    let t1 = hold(
+        server.cmd().args(["-k", "job{a}", "--limit", "2"]),
+        &dir,
+        "t1",
+    );
+    let t2 = hold(
+        server.cmd().args(["-k", "job{a}", "--limit", "2"]),
+        &dir,
+        "t2",
+    );
     let list = json_of(server.cmd().args(["list", "--json"]).run().assert_code(0));
     let keys: Vec<&str> = list
         .as_array()
@@ -1241,9 +1210,8 @@ fn list_skips_the_fence_and_slot_keys_of_hash_tagged_names() {
         .map(|lock| str_field(lock, "key"))
         .collect();
     assert_eq!(keys, ["redlock:job{a}"], "{list}");
-    for name in ["t1", "t2"] {
-        let_go(&dir, name);
-    }
+    t1.let_go();
+    t2.let_go();
     t1.wait().assert_code(0);
     t2.wait().assert_code(0);
 }

@@ -12,13 +12,12 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::history::History;
-use crate::proxy::FaultProxy;
+use crate::support::history::History;
+use crate::support::proxy::FaultProxy;
 use crate::support::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -82,47 +81,6 @@ fn wait_for_renewals(node: &RedisServer, since: u64, more: u64) {
     );
 }
 
-/// A job named `name`: writes its `REDLOCK_FENCE` and `REDLOCK_TOKEN` to `NAME.fence` and
-/// `NAME.token`, then touches `NAME.ready` and holds until `NAME.go` exists. A SIGTERM is
-/// noted in `NAME.term` and ends it with 143.
-fn job(dir: &TempDir, name: &str) -> PathBuf {
-    dir.script(
-        name,
-        &format!(
-            "trap 'touch \"{term}\"; exit 143' TERM\n\
-             echo \"$REDLOCK_FENCE\" > '{fence}'\n\
-             echo \"$REDLOCK_TOKEN\" > '{token}'\n\
-             {hold}",
-            term = dir.join(&format!("{name}.term")).display(),
-            fence = dir.join(&format!("{name}.fence")).display(),
-            token = dir.join(&format!("{name}.token")).display(),
-            hold = hold_until(dir, &format!("{name}.ready"), &format!("{name}.go"), 0)
-        ),
-    )
-}
-
-/// Starts `wrapper` on lock `key` with the job `name` (see [`job`]); returns once it runs.
-#[track_caller]
-fn hold(wrapper: Wrapper, dir: &TempDir, key: &str, name: &str) -> Running {
-    let script = job(dir, name);
-    let mut holder = wrapper.args(["-k", key, "--"]).arg(script).spawn();
-    holder.wait_for_file(&dir.join(&format!("{name}.ready")), Duration::from_secs(15));
-    holder
-}
-
-/// Ends the job `name` started by [`hold`].
-fn let_go(dir: &TempDir, name: &str) {
-    fs::write(dir.join(&format!("{name}.go")), "").unwrap();
-}
-
-/// The fence job `name` was given.
-#[track_caller]
-fn fence_of(dir: &TempDir, name: &str) -> u64 {
-    let text = dir.read(&format!("{name}.fence"));
-    text.parse()
-        .unwrap_or_else(|_| panic!("REDLOCK_FENCE of {name} is {text:?}, not a number"))
-}
-
 /// Asserts that every running node in `nodes` holds lock `key` for `token`, with a lease.
 #[track_caller]
 fn assert_held_on(nodes: &[&RedisServer], key: &str, token: &str) {
@@ -178,13 +136,13 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 fn acquires_on_every_node_and_cleans_up(n: usize, wrapper: impl Fn(&[String]) -> Wrapper) {
     let nodes = start_nodes(n);
     let dir = TempDir::new("redlock-basic");
-    let holder = hold(wrapper(&urls(&nodes)), &dir, "basic", "job");
+    let holder = hold(wrapper(&urls(&nodes)).args(["-k", "basic"]), &dir, "job");
     let token = dir.read("job.token");
     assert_uuid_v4(&token);
     assert_eq!(fence_of(&dir, "job"), 1, "first acquisition on fresh nodes");
     let all: Vec<&RedisServer> = nodes.iter().collect();
     assert_held_on(&all, "basic", &token);
-    let_go(&dir, "job");
+    holder.let_go();
     holder.wait().assert_code(0);
     assert_empty(&all);
     for node in &nodes {
@@ -234,7 +192,10 @@ fn contending_wrappers_over_five_masters_never_overlap() {
     let started = Instant::now();
     let every = urls.clone();
     run_in_parallel(WRAPPERS, ROUNDS, move || {
-        quorum(&every).args(["-k", "counter", "--"]).arg(&script)
+        quorum(&every)
+            .args(["-k", "counter", "--"])
+            .arg(&script)
+            .timeout(Duration::from_secs(120))
     });
     eprintln!(
         "redlock contention: {WRAPPERS} wrappers x {ROUNDS} rounds over 5 nodes in {:.2?}",
@@ -278,11 +239,11 @@ fn runs_with_nodes_down(n: usize, down: usize) {
         node.stop();
     }
     let dir = TempDir::new("redlock-down");
-    let holder = hold(quorum(&urls(&nodes)), &dir, "down", "job");
+    let holder = hold(quorum(&urls(&nodes)).args(["-k", "down"]), &dir, "job");
     let token = dir.read("job.token");
     let up: Vec<&RedisServer> = nodes[down..].iter().collect();
     assert_held_on(&up, "down", &token);
-    let_go(&dir, "job");
+    holder.let_go();
     let out = holder.wait();
     out.assert_code(0).assert_stderr_lacks("lost");
     assert_empty(&up);
@@ -337,9 +298,8 @@ fn a_lock_held_on_a_majority_is_busy() {
     // The holder has two of the three nodes (it knows only those two), and no renewal
     // comes due while a node is down.
     let holder = hold(
-        quorum(&urls(&nodes[..2])).args(["-t", "120s"]),
+        quorum(&urls(&nodes[..2])).args(["-t", "120s", "-k", "busy"]),
         &dir,
-        "busy",
         "holder",
     );
     let held = nodes[0].lock_value("busy").expect("holder's key");
@@ -374,7 +334,7 @@ fn a_lock_held_on_a_majority_is_busy() {
     wait_until(Duration::from_secs(5), "the free node to be empty", || {
         nodes[2].dbsize() == 0
     });
-    let_go(&dir, "holder");
+    holder.let_go();
     holder.wait().assert_code(0);
 }
 
@@ -389,16 +349,15 @@ fn another_holders_value_on_a_minority_is_left_alone() {
     nodes[0].set(&format!("{PREFIX}stale"), stale);
     let dir = TempDir::new("redlock-stale");
     let holder = hold(
-        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        quorum(&urls(&nodes)).args(["-t", "1s", "-k", "stale"]),
         &dir,
-        "stale",
         "job",
     );
     let calls = evalsha_calls(&nodes[1]);
     wait_for_renewals(&nodes[1], calls, 4);
     assert_eq!(nodes[0].lock_value("stale").as_deref(), Some(stale));
     assert_eq!(nodes[0].pttl(&format!("{PREFIX}stale")), -1);
-    let_go(&dir, "job");
+    holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
     assert_eq!(nodes[0].lock_value("stale").as_deref(), Some(stale));
     assert_empty(&[&nodes[1], &nodes[2]]);
@@ -415,9 +374,8 @@ fn survives_a_minority_killed_mid_run(n: usize, kill: usize) {
     let mut nodes = start_nodes(n);
     let dir = TempDir::new("redlock-minority");
     let holder = hold(
-        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        quorum(&urls(&nodes)).args(["-t", "1s", "-k", "minority"]),
         &dir,
-        "minority",
         "job",
     );
     let token = dir.read("job.token");
@@ -431,7 +389,7 @@ fn survives_a_minority_killed_mid_run(n: usize, kill: usize) {
     let up: Vec<&RedisServer> = nodes[kill..].iter().collect();
     assert_held_on(&up, "minority", &token);
     assert!(!dir.exists("job.term"), "the job was signalled");
-    let_go(&dir, "job");
+    holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
     assert_empty(&up);
 }
@@ -455,9 +413,8 @@ fn a_master_frozen_mid_run_neither_loses_the_lock_nor_delays_the_exit() {
     let nodes = start_nodes(3);
     let dir = TempDir::new("redlock-frozen");
     let holder = hold(
-        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        quorum(&urls(&nodes)).args(["-t", "1s", "-k", "frozen"]),
         &dir,
-        "frozen",
         "job",
     );
     let token = dir.read("job.token");
@@ -465,7 +422,7 @@ fn a_master_frozen_mid_run_neither_loses_the_lock_nor_delays_the_exit() {
     wait_for_renewals(&nodes[2], evalsha_calls(&nodes[2]), 6);
     assert_held_on(&[&nodes[1], &nodes[2]], "frozen", &token);
     assert!(!dir.exists("job.term"), "the job was signalled");
-    let_go(&dir, "job");
+    holder.let_go();
     let go = Instant::now();
     let out = holder.wait();
     let exit = go.elapsed();
@@ -487,9 +444,8 @@ fn a_majority_killed_mid_run_loses_the_lock() {
     let mut nodes = start_nodes(3);
     let dir = TempDir::new("redlock-majority");
     let holder = hold(
-        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        quorum(&urls(&nodes)).args(["-t", "1s", "-k", "majority"]),
         &dir,
-        "majority",
         "job",
     );
     nodes[0].stop();
@@ -517,9 +473,8 @@ fn a_master_restarted_empty_gets_the_key_back() {
     let mut nodes = start_nodes(3);
     let dir = TempDir::new("redlock-restart");
     let holder = hold(
-        quorum(&urls(&nodes)).args(["-t", "1s"]),
+        quorum(&urls(&nodes)).args(["-t", "1s", "-k", "restart"]),
         &dir,
-        "restart",
         "job",
     );
     let token = dir.read("job.token");
@@ -548,7 +503,7 @@ fn a_master_restarted_empty_gets_the_key_back() {
     assert_eq!(nodes[2].lock_value("restart"), Some(back));
     assert_held_on(&nodes.iter().collect::<Vec<_>>(), "restart", &token);
     assert!(!dir.exists("job.term"), "the job was signalled");
-    let_go(&dir, "job");
+    holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
     assert_empty(&nodes.iter().collect::<Vec<_>>());
 }
@@ -577,9 +532,9 @@ fn fences_only_grow_across_different_majorities() {
         })
         .collect();
     let first = [nodes[0].url(), slow[0].url(), slow[1].url()];
-    let holder = hold(quorum(&first), &dir, "f", "first");
+    let holder = hold(quorum(&first).args(["-k", "f"]), &dir, "first");
     assert_eq!(fence_of(&dir, "first"), 11);
-    let_go(&dir, "first");
+    holder.let_go();
     holder.wait().assert_code(0);
     drop(slow);
     assert_eq!(fence_counter(&nodes[0], "f"), 11);
@@ -593,9 +548,9 @@ fn fences_only_grow_across_different_majorities() {
     }
 
     nodes[0].stop();
-    let holder = hold(quorum(&urls(&nodes)), &dir, "f", "second");
+    let holder = hold(quorum(&urls(&nodes)).args(["-k", "f"]), &dir, "second");
     assert_eq!(fence_of(&dir, "second"), 12);
-    let_go(&dir, "second");
+    holder.let_go();
     holder.wait().assert_code(0);
     assert_empty(&[&nodes[1], &nodes[2]]);
 }
@@ -625,11 +580,14 @@ fn handover(lost: Lost) -> Duration {
     }
     let urls = urls(&nodes);
     let dir = TempDir::new("redlock-handover");
-    let (holder_script, waiter_script) = handover_scripts(&dir);
-    let lock = ["-k", "handover", "-t", "120s", "--"];
-    let mut holder = quorum(&urls).args(lock).arg(holder_script).spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
-    let waiter = quorum(&urls).args(lock).arg(waiter_script).spawn();
+    let (holder_job, waiter_script) = handover_jobs(&dir);
+    let lock = ["-k", "handover", "-t", "120s"];
+    let holder = holder_job.start(quorum(&urls).args(lock));
+    let waiter = quorum(&urls)
+        .args(lock)
+        .arg("--")
+        .arg(waiter_script)
+        .spawn();
     // The waiter listens on at least a majority of the nodes (it may skip a slow one).
     let live = match lost {
         Lost::BeforeTheStart | Lost::Frozen => &nodes[1..],
@@ -660,7 +618,7 @@ fn handover(lost: Lost) -> Duration {
         !dir.exists("waiter_start"),
         "the waiter ran while the lock was held"
     );
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
     waiter.wait_within(Duration::from_secs(30)).assert_code(0);
     assert_empty(&nodes[1..].iter().collect::<Vec<_>>());
@@ -730,7 +688,7 @@ fn status_list_and_release_show_every_node() {
         );
     }
 
-    let holder = hold(quorum(&urls).args(["-t", "3s"]), &dir, "st", "job");
+    let holder = hold(quorum(&urls).args(["-t", "3s", "-k", "st"]), &dir, "job");
     let fence = fence_of(&dir, "job");
     let token = dir.read("job.token");
 
@@ -740,7 +698,7 @@ fn status_list_and_release_show_every_node() {
     eprintln!("status over 3 nodes:\n{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
-    let who = format!("pid {} `{}`", holder.pid(), dir.join("job").display());
+    let who = format!("pid {} `{}`", holder.pid(), holder.script().display());
     assert!(
         lines[0].starts_with("redlock:st held by ")
             && lines[0].contains(&who)
@@ -931,7 +889,7 @@ fn a_busy_quorum_is_left_at_once() {
     let nodes = start_nodes(3);
     let urls = urls(&nodes);
     let dir = TempDir::new("redlock-busy-fast");
-    let holder = hold(quorum(&urls), &dir, "fast", "holder");
+    let holder = hold(quorum(&urls).args(["-k", "fast"]), &dir, "holder");
     let started = Instant::now();
     quorum(&urls)
         .args([
@@ -968,7 +926,7 @@ fn a_busy_quorum_is_left_at_once() {
         "--no-wait took {no_wait:?}"
     );
     assert!(waited < Duration::from_secs(6), "--wait 1s took {waited:?}");
-    let_go(&dir, "holder");
+    holder.let_go();
     holder.wait().assert_code(0);
 }
 
@@ -984,9 +942,8 @@ fn every_release_wakes_the_waiters_once() {
     // The holder has two nodes; each waiter's attempts take the third and let it go,
     // announcing that release to the other.
     let holder = hold(
-        quorum(&all[..2]).args(["-t", "60s"]),
+        quorum(&all[..2]).args(["-t", "60s", "-k", "wake"]),
         &dir,
-        "wake",
         "holder",
     );
     let waiters: Vec<Running> = ["first", "second"]
@@ -1020,7 +977,7 @@ fn every_release_wakes_the_waiters_once() {
         during <= 8,
         "the waiters kept trying: {during} scripts in 1 s"
     );
-    let_go(&dir, "holder");
+    holder.let_go();
     holder.wait().assert_code(0);
     for waiter in waiters {
         waiter.wait_within(Duration::from_secs(30)).assert_code(0);

@@ -1,28 +1,21 @@
-//! `redis+sentinel://`: a master, a replica and three sentinels (see `deployments`). The
-//! master is killed or switched over while a holder runs, and what follows is what README's
-//! "Guarantees and limits" says: a lock that reached the replica carries on at the new
-//! master; one that did not is lost, the holder stops with 76 at its next renewal, and until
-//! then a second holder can start. A sentinel that hangs does not keep anyone from the
-//! master.
+//! `redis+sentinel://`: a master, a replica and three sentinels (see
+//! `support::deployments`). The master is killed or switched over while a holder runs, and
+//! what follows is what README's "Guarantees and limits" says: a lock that reached the
+//! replica carries on at the new master; one that did not is lost, the holder stops with 76
+//! at its next renewal, and until then a second holder can start. A sentinel that hangs does
+//! not keep anyone from the master.
 
 use std::time::Duration;
 
-use crate::deployments::{SentinelSet, SETTLE};
+use crate::support::deployments::{SentinelSet, SERVICE, SETTLE};
 use crate::support::*;
 
 const KEY_TTL: &str = "30s";
 const RENEW_EVERY: &str = "500ms";
 
-/// A holder of `name` whose job writes its fence to `fence` and holds until `go`.
-fn start_holder(set: &SentinelSet, dir: &TempDir, name: &str) -> Running {
-    let body = format!(
-        "echo \"$REDLOCK_FENCE\" > '{}'\n{}",
-        dir.join("fence").display(),
-        hold_until(dir, "ready", "go", 0)
-    );
-    let script = dir.script("job", &body);
-    let mut holder = set
-        .cmd()
+/// A wrapper that holds lock `name` with the lease and renewals every test here uses.
+fn holding(set: &SentinelSet, name: &str) -> Wrapper {
+    set.cmd()
         .args([
             "-k",
             name,
@@ -32,23 +25,14 @@ fn start_holder(set: &SentinelSet, dir: &TempDir, name: &str) -> Running {
             RENEW_EVERY,
             "-v",
         ])
-        .arg("--")
-        .arg(script)
         .timeout(Duration::from_secs(90))
-        .spawn();
-    holder.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
-    holder
-}
-
-fn fence_of(dir: &TempDir) -> u64 {
-    dir.read("fence").parse().expect("a fence number")
 }
 
 #[test]
 fn a_lock_that_reached_the_replica_survives_the_masters_death() {
     let mut set = SentinelSet::start();
     let dir = TempDir::new("sentinel-kill");
-    let holder = start_holder(&set, &dir, "kill");
+    let holder = hold(holding(&set, "kill"), &dir, "job");
     // The acquisition waited for the replica (WAIT 1): it has the lock by the time the
     // command starts, so this is no race.
     let held: Option<String> = set.replica.query(&["GET", "redlock:kill"]);
@@ -58,7 +42,7 @@ fn a_lock_that_reached_the_replica_survives_the_masters_death() {
             holder.stderr_so_far()
         )
     });
-    let first_fence = fence_of(&dir);
+    let first_fence = fence_of(&dir, "job");
 
     set.master.kill();
     set.wait_for_promotion();
@@ -69,7 +53,7 @@ fn a_lock_that_reached_the_replica_survives_the_masters_death() {
     let still: Option<String> = set.replica.query(&["GET", "redlock:kill"]);
     assert_eq!(still, Some(held), "the holder's value changed");
 
-    release(&dir);
+    holder.let_go();
     let out = holder.wait();
     out.assert_code(0).assert_stderr_lacks("lost");
     assert!(!set.replica.query::<bool>(&["EXISTS", "redlock:kill"]));
@@ -89,7 +73,7 @@ fn a_lock_that_reached_the_replica_survives_the_masters_death() {
 fn a_failover_that_lost_the_key_stops_the_command_with_76() {
     let mut set = SentinelSet::start();
     let dir = TempDir::new("sentinel-lost");
-    let holder = start_holder(&set, &dir, "lost");
+    let holder = hold(holding(&set, "lost"), &dir, "job");
     // What asynchronous replication can do: the replica never got the lock (here it is
     // removed from the replica alone, which accepts writes in this fixture).
     set.replica.query::<i64>(&["DEL", "redlock:lost"]);
@@ -108,21 +92,24 @@ fn a_failover_that_lost_the_key_stops_the_command_with_76() {
     // stopped (it would otherwise hold until `go`) and it exits 76.
     let out = holder.wait_within(SETTLE);
     out.assert_code(76).assert_stderr_contains("lost");
-    assert!(!dir.exists("go"), "the command was stopped, not let finish");
+    assert!(
+        !dir.exists("job.go"),
+        "the command was stopped, not let finish"
+    );
 }
 
 #[test]
 fn a_switchover_moves_the_lock_with_its_data() {
     let set = SentinelSet::start();
     let dir = TempDir::new("sentinel-switch");
-    let holder = start_holder(&set, &dir, "switch");
+    let holder = hold(holding(&set, "switch"), &dir, "job");
     let held: Option<String> = set.replica.query(&["GET", "redlock:switch"]);
 
     // A planned failover: the old master lives on. The sentinels make it a replica of the
     // new one at their next look at it, up to 10s later; until then a holder that reached it
     // renews there. Demoted at once here, it answers renewals with READONLY, and the holder
     // finds the new master through the sentinels.
-    set.sentinels[0].query::<String>(&["SENTINEL", "FAILOVER", crate::deployments::SERVICE]);
+    set.sentinels[0].query::<String>(&["SENTINEL", "FAILOVER", SERVICE]);
     set.wait_for_promotion();
     let new_master = set.replica.port().to_string();
     set.master
@@ -133,7 +120,7 @@ fn a_switchover_moves_the_lock_with_its_data() {
     let still: Option<String> = set.replica.query(&["GET", "redlock:switch"]);
     assert_eq!(still, held);
 
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
     assert!(!set.replica.query::<bool>(&["EXISTS", "redlock:switch"]));
 }
@@ -142,7 +129,7 @@ fn a_switchover_moves_the_lock_with_its_data() {
 fn status_list_and_release_find_the_master() {
     let set = SentinelSet::start();
     let dir = TempDir::new("sentinel-admin");
-    let holder = start_holder(&set, &dir, "admin");
+    let holder = hold(holding(&set, "admin"), &dir, "job");
 
     let out = set.cmd().args(["status", "-k", "admin"]).run();
     out.assert_code(0);
@@ -177,7 +164,7 @@ fn status_list_and_release_find_the_master() {
 fn a_frozen_sentinel_does_not_hide_the_new_master() {
     let mut set = SentinelSet::start();
     let dir = TempDir::new("sentinel-frozen");
-    let holder = start_holder(&set, &dir, "frozen");
+    let holder = hold(holding(&set, "frozen"), &dir, "job");
     set.sentinels[0].freeze();
     set.master.kill();
     set.wait_for_promotion();
@@ -199,6 +186,6 @@ fn a_frozen_sentinel_does_not_hide_the_new_master() {
         .run();
     out.assert_code(0);
 
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
 }

@@ -90,11 +90,11 @@ fn sigquit_is_forwarded_once() {
 fn command_dying_of_forwarded_sigterm_gives_143() {
     let server = RedisServer::start();
     let dir = TempDir::new("term143");
-    let script = dir.script(
-        "sleeper",
-        &format!("echo $$ > '{}'\nexec sleep 100", dir.join("pid").display()),
-    );
-    let mut wrapper = server.cmd().args(["-k", "t", "--"]).arg(script).spawn();
+    let mut wrapper = server
+        .cmd()
+        .args(["-k", "t", "--"])
+        .arg(sleeper(&dir))
+        .spawn();
     let pid = wrapper.read_pid(&dir.join("pid"));
     // The pid file is written before exec: wait until the exec happened so the signal hits
     // sleep and not the shell.
@@ -114,21 +114,14 @@ fn command_dying_of_forwarded_sigterm_gives_143() {
 fn command_runs_in_its_own_process_group() {
     let server = RedisServer::start();
     let dir = TempDir::new("pgrp");
-    let script = dir.script(
-        "p",
-        &format!(
-            "echo $$ > '{}'\n{}",
-            dir.join("pid").display(),
-            hold_until(&dir, "ready", "go", 0)
-        ),
-    );
-    let mut wrapper = server.cmd().args(["-k", "g", "--"]).arg(script).spawn();
-    let pid = wrapper.read_pid(&dir.join("pid"));
-    wrapper.wait_for_file(&dir.join("ready"), Duration::from_secs(10));
+    let holder = Job::new(&dir, "p")
+        .first(&format!("echo $$ > '{}'", dir.join("pid").display()))
+        .start(server.cmd().args(["-k", "g"]));
+    let pid = read_pid(&dir.join("pid"));
     assert_eq!(pgid_of(pid), Some(pid), "command is not a group leader");
-    assert_ne!(pgid_of(wrapper.pid()), Some(pid));
-    release(&dir);
-    wrapper.wait().assert_code(0);
+    assert_ne!(pgid_of(holder.pid()), Some(pid));
+    holder.let_go();
+    holder.wait().assert_code(0);
 }
 
 /// SIGTERM to a wrapper waiting for a busy lock: exits 143 promptly, its command never
@@ -137,7 +130,7 @@ fn command_runs_in_its_own_process_group() {
 fn sigterm_while_waiting_aborts_the_wait() {
     let server = RedisServer::start();
     let dir = TempDir::new("waitsig");
-    let holder = start_holder(&server, &dir, "busy", &[]);
+    let holder = hold(server.cmd().args(["-k", "busy"]), &dir, "holder");
     let held = server.lock_value("busy").expect("holder's key");
     let waiter = server
         .cmd()
@@ -151,7 +144,7 @@ fn sigterm_while_waiting_aborts_the_wait() {
     let out = waiter.wait_within(Duration::from_secs(10));
     out.assert_code(143);
     assert!(!dir.exists("ran"), "the waiter's command ran");
-    holder_kept_the_lock_alone(&server, &dir, holder, "busy", held);
+    holder.assert_kept_the_lock_alone(&server, "busy", held);
 }
 
 /// SIGINT while waiting with a bounded --wait: nothing run, and redlock-run ends by SIGINT
@@ -160,7 +153,7 @@ fn sigterm_while_waiting_aborts_the_wait() {
 fn sigint_while_waiting_ends_by_sigint() {
     let server = RedisServer::start();
     let dir = TempDir::new("waitint");
-    let holder = start_holder(&server, &dir, "busy", &[]);
+    let holder = hold(server.cmd().args(["-k", "busy"]), &dir, "holder");
     let waiter = server
         .cmd()
         .args(["-k", "busy", "--wait", "60s", "--", "touch"])
@@ -180,7 +173,7 @@ fn sigint_while_waiting_ends_by_sigint() {
     );
     assert!(!dir.exists("ran"));
     assert_eq!(server.dbsize(), 1);
-    release(&dir);
+    holder.let_go();
     holder.wait().assert_code(0);
 }
 
@@ -190,14 +183,10 @@ fn sigint_while_waiting_ends_by_sigint() {
 fn sigkilled_wrapper_takes_the_command_down_and_the_key_expires() {
     let server = RedisServer::start();
     let dir = TempDir::new("sigkill");
-    let script = dir.script(
-        "child",
-        &format!("echo $$ > '{}'\nexec sleep 100", dir.join("pid").display()),
-    );
     let mut wrapper = server
         .cmd()
         .args(["-k", "orphan", "-t", "1s", "--"])
-        .arg(script)
+        .arg(sleeper(&dir))
         .spawn();
     let pid = wrapper.read_pid(&dir.join("pid"));
     assert!(server.exists("redlock:orphan"));
@@ -224,7 +213,7 @@ fn an_ignored_sigchld_from_the_caller_changes_nothing() {
     let script = format!(
         "exec perl -e '$SIG{{CHLD}}=\"IGNORE\"; exec @ARGV' {} -k chld -- \
          sh -c 'sleep 30 & echo $! > {}; exit 3'",
-        env!("CARGO_BIN_EXE_redlock-run"),
+        BIN,
         bg.display()
     );
     let out = Wrapper::via_shell(&server.url(), &script).run();
@@ -243,7 +232,7 @@ fn a_signal_ignored_by_the_caller_stays_ignored() {
     let ready = dir.join("ready");
     let script = format!(
         "trap '' HUP; exec {} -k nohup -- sh -c 'touch {}; sleep 1; echo survived'",
-        env!("CARGO_BIN_EXE_redlock-run"),
+        BIN,
         ready.display()
     );
     let mut wrapper = Wrapper::via_shell(&server.url(), &script).spawn();

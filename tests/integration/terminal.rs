@@ -11,9 +11,7 @@ use crate::support::*;
 
 #[test]
 fn ctrl_c_at_a_terminal_reaches_the_command_once() {
-    let script = which("script").unwrap_or_else(|| {
-        panic!("`script` is needed for the terminal test: apt-get install -y bsdutils")
-    });
+    let script = script_program();
     let server = RedisServer::start();
     let dir = TempDir::new("tty");
     let command = dir.script(
@@ -34,7 +32,7 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     );
     let wrapper = format!(
         "exec {bin} -r {url} -k tty -- {command}",
-        bin = env!("CARGO_BIN_EXE_redlock-run"),
+        bin = BIN,
         url = server.url(),
         command = command.display()
     );
@@ -78,6 +76,15 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
     assert_eq!(server.dbsize(), 0, "the lock was not released");
 }
 
+/// `script(1)`, which gives a command a pseudo-terminal.
+fn script_program() -> std::path::PathBuf {
+    require(
+        "script",
+        "the terminal tests type at a pseudo-terminal through it",
+        "`apt-get install -y bsdutils` on Debian/Ubuntu",
+    )
+}
+
 /// Waits for `child` to exit, killing it (and failing) after `limit`.
 #[track_caller]
 fn wait_for_exit(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
@@ -104,9 +111,7 @@ struct Terminal {
 
 impl Terminal {
     fn run(command: &str) -> Terminal {
-        let script = which("script").unwrap_or_else(|| {
-            panic!("`script` is needed for the terminal tests: apt-get install -y bsdutils")
-        });
+        let script = script_program();
         let mut script = Command::new(script)
             .args(["-qefc", command, "/dev/null"])
             .env_remove("REDLOCK_REDIS")
@@ -169,7 +174,7 @@ fn ctrl_c_stops_a_calling_shell_loop() {
     let command = format!(
         "bash -c 'for i in 1 2 3; do echo start $i; {bin} -r {url} -k loop -- sleep 30; \
          echo after $i; done'",
-        bin = env!("CARGO_BIN_EXE_redlock-run"),
+        bin = BIN,
         url = server.url(),
     );
     let mut terminal = Terminal::run(&command);
@@ -193,7 +198,7 @@ fn a_command_stopped_for_terminal_input_is_reported_and_can_be_interrupted() {
     let dir = TempDir::new("ttin");
     let command = format!(
         "{bin} -r {url} -k ttin -- sh -c 'read line < /dev/tty' < /dev/null",
-        bin = env!("CARGO_BIN_EXE_redlock-run"),
+        bin = BIN,
         url = server.url(),
     );
     let mut terminal = Terminal::run(&command);

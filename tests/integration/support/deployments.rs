@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{free_port, signal, wait_until, which, TempDir, Wrapper};
+use super::{free_port, require, signal, wait_until, TempDir, Wrapper};
 
 /// The master's name in the sentinels' configuration.
 pub const SERVICE: &str = "mymaster";
@@ -22,13 +22,11 @@ pub const SERVICE: &str = "mymaster";
 pub const SETTLE: Duration = Duration::from_secs(45);
 
 fn program(name: &str, package: &str) -> PathBuf {
-    which(name).unwrap_or_else(|| {
-        panic!(
-            "{name} not found on PATH: the Sentinel and Cluster tests need it.\n\
-             Install it, e.g. `apt-get install -y {package}` on Debian/Ubuntu, \
-             `brew install redis` on macOS."
-        )
-    })
+    require(
+        name,
+        "the Sentinel and Cluster tests need it",
+        &format!("`apt-get install -y {package}` on Debian/Ubuntu, `brew install redis` on macOS"),
+    )
 }
 
 /// One `redis-server` process (a data node or a sentinel) on a loopback port.
