@@ -9,6 +9,7 @@ use std::fs;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,17 +17,27 @@ use super::{require, signal, TempDir, TlsFiles, Wrapper};
 
 /// A loopback port that was free a moment ago: bind port 0, read the port, drop the listener.
 pub fn free_port() -> u16 {
+    // Never the same port twice in one test run: a test that stops a server expects its
+    // port to stay dead, and another test's server must not come up on it.
+    static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
     let mut last_err = None;
-    for _ in 0..5 {
+    for _ in 0..50 {
         match TcpListener::bind("127.0.0.1:0") {
-            Ok(l) => return l.local_addr().unwrap().port(),
+            Ok(l) => {
+                let port = l.local_addr().unwrap().port();
+                let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+                if !handed_out.contains(&port) {
+                    handed_out.push(port);
+                    return port;
+                }
+            }
             Err(e) => {
                 last_err = Some(e);
                 thread::sleep(Duration::from_millis(20));
             }
         }
     }
-    panic!("cannot bind a loopback port: {last_err:?}");
+    panic!("cannot bind a fresh loopback port: {last_err:?}");
 }
 
 /// Which flavour of server to start.

@@ -87,7 +87,9 @@ impl FaultProxy {
     /// A proxy in front of the server on loopback port `upstream_port`, passing traffic.
     pub fn start(upstream_port: u16) -> FaultProxy {
         let upstream = SocketAddr::from(([127, 0, 0, 1], upstream_port));
-        let listener = TcpListener::bind("127.0.0.1:0").expect("binding the proxy on loopback");
+        // A port no server of this run had: a stopped server's port stays dead.
+        let listener = TcpListener::bind(("127.0.0.1", super::free_port()))
+            .expect("binding the proxy on loopback");
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback() && upstream.ip().is_loopback());
         let shared = Arc::new(Shared {
