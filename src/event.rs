@@ -3,7 +3,7 @@
 //! Threads only report; `wait.rs` (while the lock is busy) and `supervise.rs` (while the
 //! command runs) receive, in the order things happened, and act.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::backend::Notice;
 
@@ -33,4 +33,7 @@ pub enum Loss {
     NotOurs,
     /// Redis did not confirm in time; the lease is running out.
     Unconfirmed { last_error: String },
+    /// The lease's end passed `ago` before this process could act on it (it was stopped,
+    /// or starved of CPU): someone else may have held the lock since.
+    Expired { ago: Duration },
 }

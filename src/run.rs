@@ -111,7 +111,9 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     let env: Vec<(&str, String)> = RUN_VARIABLES.into_iter().zip(values).collect();
     let renewer = renewer.start(backend, lease);
 
-    let mut child = match process::spawn(&mut command, &env) {
+    // The command starts only on a lease that still holds: checked again right before its
+    // `exec`, since this process may be paused anywhere until then.
+    let mut child = match process::spawn(&mut command, &env, lease.valid_until()) {
         Ok(child) => child,
         Err(err) => {
             let outcome = cannot_run(config, err);
@@ -176,14 +178,25 @@ fn run_checked(config: &Config) -> Result<Outcome> {
 
 /// Reports why the command could not start; the outcome says with which exit code.
 fn cannot_run(config: &Config, err: SpawnError) -> Outcome {
+    let program = config.command[0].to_string_lossy();
     let (outcome, err) = match err {
         SpawnError::NotFound(err) => (Outcome::NotFound, err),
         SpawnError::CannotExecute(err) => (Outcome::CannotExecute, err),
+        SpawnError::NoProcess(err) => {
+            report::error(&anyhow::anyhow!("cannot start {program}: {err}"));
+            return Outcome::Failed;
+        }
+        SpawnError::LeaseEnded => {
+            report::error(&anyhow::anyhow!(
+                "the lease on {} ran out before {program} could start (redlock-run was paused \
+                 or starved of CPU after taking the lock); it was not started, and another \
+                 holder may have the lock now",
+                config.key
+            ));
+            return not_acquired_outcome(config);
+        }
     };
-    report::error(&anyhow::anyhow!(
-        "cannot run {}: {err}",
-        config.command[0].to_string_lossy()
-    ));
+    report::error(&anyhow::anyhow!("cannot run {program}: {err}"));
     outcome
 }
 
@@ -268,9 +281,14 @@ fn acquire(
 }
 
 fn not_acquired(config: &Config) -> Acquisition {
-    Acquisition::Ended(Outcome::NotAcquired {
+    Acquisition::Ended(not_acquired_outcome(config))
+}
+
+/// The lock was not had for the command: the `--conflict-exit-code`.
+fn not_acquired_outcome(config: &Config) -> Outcome {
+    Outcome::NotAcquired {
         exit_code: config.conflict_exit_code,
-    })
+    }
 }
 
 /// The first signal waiting in the queue, if any; other events are dropped (none can be

@@ -70,11 +70,18 @@ pub fn supervise(
             },
             None => Some(events.recv().or_else(|_| unreachable_disconnect())?),
         };
-        if let Some(done) = event
-            .map(|event| state.handle(event))
-            .transpose()?
-            .flatten()
-        {
+        let Some(event) = event else { continue };
+        // A deadline that passed before this event was heard is acted on first, so that
+        // the order of the threads' reports cannot decide the outcome: after a pause of
+        // this whole process, the command's death (at the guardian's hand) and the lost
+        // lock arrive together, and the lease's end is what happened first. Renewals are
+        // exempt: one that came in time moves the deadline.
+        if !matches!(event, Event::Renewed { .. }) {
+            if let Some(lost) = state.timer_fired(Instant::now()) {
+                state.handle(lost)?;
+            }
+        }
+        if let Some(done) = state.handle(event)? {
             return Ok(done);
         }
     }
@@ -123,6 +130,12 @@ impl Supervisor<'_> {
 
     /// Acts on whichever deadline has passed; a lease that ran out becomes a `LockLost`.
     fn timer_fired(&mut self, now: Instant) -> Option<Event> {
+        if self.ending != Ending::LockLost && now >= self.lease.valid_until() {
+            // Not just late: past the lease's end, so this process could not act in time.
+            return Some(Event::LockLost(Loss::Expired {
+                ago: now - self.lease.valid_until(),
+            }));
+        }
         if self.ending != Ending::LockLost && now >= self.lease.give_up_at() {
             return Some(Event::LockLost(Loss::Unconfirmed {
                 last_error: String::from("the renewal did not return in time"),
@@ -249,6 +262,11 @@ impl Supervisor<'_> {
             Loss::Unconfirmed { last_error } => {
                 format!("Redis did not confirm {key} in time ({last_error})")
             }
+            Loss::Expired { ago } => format!(
+                "the lease on {key} ran out {} ago, while redlock-run could not act (it was \
+                 stopped, or starved of CPU)",
+                report::duration(ago)
+            ),
         };
         let at = self.kill_due(now);
         // Signal first: reporting could block on a full stderr pipe.

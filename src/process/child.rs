@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use super::spawn::{self as start, Prepared};
+use super::spawn::{self as start, Prepared, StartError};
 use crate::event::Event;
 
 /// How often to look whether processes left behind by the command have gone.
@@ -39,6 +39,10 @@ pub struct Child {
 pub enum SpawnError {
     NotFound(io::Error),
     CannotExecute(io::Error),
+    /// No process could be made (EAGAIN, ENOMEM): redlock-run failed, not the command.
+    NoProcess(io::Error),
+    /// The lease had run out before the command could be executed; it was not started.
+    LeaseEnded,
 }
 
 /// Readies this process to supervise the command: orphans of the command's processes become
@@ -70,13 +74,30 @@ pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
     Ok(pid_tx)
 }
 
-/// Starts the prepared command in a new process group with `env` added. Call from the main
-/// thread.
-pub fn spawn(prepared: &mut Prepared, env: &[(&str, String)]) -> Result<Child, SpawnError> {
+/// Starts the prepared command in a new process group with `env` added, unless the lease
+/// has ended (`lease_end`) by the time it would be executed. Call from the main thread.
+pub fn spawn(
+    prepared: &mut Prepared,
+    env: &[(&str, String)],
+    lease_end: Instant,
+) -> Result<Child, SpawnError> {
+    if Instant::now() >= lease_end {
+        return Err(SpawnError::LeaseEnded);
+    }
     let terminal = in_terminal_foreground();
-    match start::spawn(prepared, env, terminal) {
+    match start::spawn(prepared, env, terminal, lease_end) {
         Ok(pid) => Ok(Child { pid, terminal }),
-        Err(err) => Err(SpawnError::from(err)),
+        Err(err) => {
+            if terminal {
+                // The child may have taken it before it gave up.
+                take_terminal();
+            }
+            Err(match err {
+                StartError::LeaseEnded => SpawnError::LeaseEnded,
+                StartError::Clone(err) => SpawnError::NoProcess(err),
+                StartError::Exec(err) => SpawnError::from(err),
+            })
+        }
     }
 }
 

@@ -31,6 +31,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use super::clock::{monotonic_ns, now_ns};
 use crate::{lease, signals};
 
 /// The first message: the group, then the lease's end, 8 bytes each.
@@ -236,24 +237,5 @@ unsafe fn terminate(group: libc::pid_t, kill_at: u64) {
             }
             libc::poll(std::ptr::null_mut(), 0, POLL_MS);
         }
-    }
-}
-
-/// The monotonic clock that `Instant` reads, in nanoseconds.
-fn now_ns() -> u64 {
-    // SAFETY: an all-zero timespec is valid for clock_gettime to overwrite.
-    let mut now: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: `now` is a valid place to write; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
-    now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64
-}
-
-/// `at` on the monotonic clock, in nanoseconds (std's `Instant` is CLOCK_MONOTONIC on Linux).
-fn monotonic_ns(at: Instant) -> u64 {
-    let (reference, reference_ns) = (Instant::now(), now_ns());
-    if at >= reference {
-        reference_ns.saturating_add((at - reference).as_nanos() as u64)
-    } else {
-        reference_ns.saturating_sub((reference - at).as_nanos() as u64)
     }
 }

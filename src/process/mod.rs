@@ -5,6 +5,7 @@
 //! guardian as an `Instant`, and when to signal is `supervise.rs`'s decision.
 
 mod child;
+mod clock;
 mod guardian;
 mod spawn;
 

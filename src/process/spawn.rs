@@ -10,12 +10,21 @@
 //! run that waits), the rest (the run's own variables) just before the `clone`. The child
 //! only calls async-signal-safe functions on memory it does not own, writes its `errno`
 //! into shared memory if every `exec` fails, and `_exit`s.
+//!
+//! Right before each `exec`, the child compares the monotonic clock with the lease's end it
+//! was given, and does not start the command on a lease that has run out: a pause of the
+//! whole process anywhere between taking the lock and this point (a frozen VM, `SIGSTOP`, a
+//! debugger, swapping) would otherwise start the command inside the next holder's turn.
+//! What is left is the few instructions between that reading and the kernel's `exec`.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::ptr;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+use super::clock::{monotonic_ns, now_ns};
 
 extern "C" {
     /// The process's environment, as the C library keeps it (mutable there, as std declares
@@ -74,22 +83,42 @@ struct Plan<'a> {
     parent: libc::pid_t,
     take_terminal: bool,
     reset: &'a [libc::c_int],
-    /// Set by the child when no `exec` succeeded.
+    /// The lease's end on the monotonic clock, in nanoseconds: no `exec` at or after it.
+    lease_end_ns: u64,
+    /// Set by the child when no `exec` succeeded (`LEASE_ENDED` when none was tried).
     errno: AtomicI32,
+}
+
+/// What the child leaves in `Plan::errno` when the lease had ended (errno values are
+/// positive).
+const LEASE_ENDED: i32 = -1;
+
+/// Why the command was not started.
+#[derive(Debug)]
+pub enum StartError {
+    /// The lease had run out when the command was about to be executed.
+    LeaseEnded,
+    /// `clone` failed (no process could be made: EAGAIN, ENOMEM).
+    Clone(io::Error),
+    /// Every `exec` failed, or the child could not be set up; the error says why.
+    Exec(io::Error),
 }
 
 /// Starts the prepared command with `env` (names given to [`Prepared::new`]) added, in a
 /// new process group, with `SIGTERM` as its parent-death signal and, if `take_terminal`, as
-/// the terminal's foreground group. Returns the child's pid.
+/// the terminal's foreground group, unless `lease_end` has passed when it is about to be
+/// executed. Returns the child's pid.
 pub fn spawn(
     prepared: &mut Prepared,
     env: &[(&str, String)],
     take_terminal: bool,
-) -> io::Result<libc::pid_t> {
+    lease_end: Instant,
+) -> Result<libc::pid_t, StartError> {
     let ours = c_strings(
         env.iter()
             .map(|(name, value)| format!("{name}={value}").into_bytes()),
-    )?;
+    )
+    .map_err(StartError::Exec)?;
     let mut envp = Vec::with_capacity(prepared.inherited.len() + ours.len() + 1);
     envp.extend_from_slice(&prepared.inherited);
     envp.extend(ours.iter().map(|entry| entry.as_ptr()));
@@ -103,6 +132,7 @@ pub fn spawn(
         parent: unsafe { libc::getpid() },
         take_terminal,
         reset: &prepared.reset,
+        lease_end_ns: monotonic_ns(lease_end),
         errno: AtomicI32::new(0),
     };
     // The stack grows down on every architecture Linux runs Rust on but PA-RISC.
@@ -125,7 +155,7 @@ pub fn spawn(
     let clone_error = io::Error::last_os_error();
     restore_signals(&previous);
     if pid < 0 {
-        return Err(clone_error);
+        return Err(StartError::Clone(clone_error));
     }
     let errno = plan.errno.load(Ordering::SeqCst);
     if errno != 0 {
@@ -133,7 +163,10 @@ pub fn spawn(
         let mut status = 0;
         // SAFETY: `status` is a valid place for waitpid to write to.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        return Err(io::Error::from_raw_os_error(errno));
+        return Err(match errno {
+            LEASE_ENDED => StartError::LeaseEnded,
+            errno => StartError::Exec(io::Error::from_raw_os_error(errno)),
+        });
     }
     Ok(pid)
 }
@@ -173,11 +206,20 @@ extern "C" fn run_child(plan: *mut libc::c_void) -> libc::c_int {
         // execvp's rule: try each directory; remember EACCES, but keep looking.
         let mut first_error = 0;
         for path in plan.candidates {
+            // As late as can be: nothing but this reading lies between it and the kernel.
+            if now_ns() >= plan.lease_end_ns {
+                plan.errno.store(LEASE_ENDED, Ordering::SeqCst);
+                libc::_exit(127);
+            }
             libc::execve(path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
             let errno = *libc::__errno_location();
             match errno {
                 libc::ENOEXEC => {
                     plan.sh_argv[1] = path.as_ptr();
+                    if now_ns() >= plan.lease_end_ns {
+                        plan.errno.store(LEASE_ENDED, Ordering::SeqCst);
+                        libc::_exit(127);
+                    }
                     libc::execve(
                         c"/bin/sh".as_ptr(),
                         plan.sh_argv.as_ptr(),

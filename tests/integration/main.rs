@@ -9,6 +9,7 @@ mod exit_codes;
 mod faults;
 mod lease;
 mod operators;
+mod pauses;
 mod redlock;
 mod sentinel;
 mod signals;

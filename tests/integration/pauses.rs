@@ -1,0 +1,98 @@
+//! A redlock-run that is paused (a debugger, `SIGSTOP`, a frozen machine) while its lease
+//! runs out: it never starts its command on a lease that has ended, and a command that was
+//! killed while redlock-run could not act always ends as a lost lock, with its message.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// The whole process is held still by a debugger right before it starts the command, as a
+/// frozen VM or a `SIGSTOP` would; meanwhile its lease expires and another holder takes the
+/// lock. When it goes on, it must not start the command: it says so and exits 75.
+#[test]
+fn a_command_never_starts_on_a_lease_that_ran_out() {
+    let gdb = require(
+        "gdb",
+        "this test pauses redlock-run right before it starts its command",
+        "apt-get install gdb",
+    );
+    let server = RedisServer::start();
+    let dir = TempDir::new("lapsed");
+    let (paused, go) = (dir.join("paused"), dir.join("go"));
+    // gdb stops every thread of redlock-run at the breakpoint, the renewal thread included,
+    // and ends with redlock-run's own exit status.
+    let script = format!(
+        "exec '{gdb}' -q -batch -ex 'break redlock_run::process::spawn::spawn' -ex run \
+         -ex 'shell touch {paused}; while [ ! -e {go} ]; do sleep 0.05; done' \
+         -ex continue -ex 'quit $_exitcode' --args \"$0\" \"$@\"",
+        gdb = gdb.display(),
+        paused = paused.display(),
+        go = go.display(),
+    );
+    let late = Wrapper::via_shell(&server.url(), &script)
+        .arg(BIN)
+        .args(["-k", "lapsed", "--ttl", "1s", "--", "touch"])
+        .arg(dir.join("late_ran"))
+        .spawn();
+    wait_until(Duration::from_secs(30), "gdb to pause redlock-run", || {
+        paused.exists()
+    });
+    wait_until(
+        Duration::from_secs(10),
+        "the paused run's lease to expire",
+        || !server.exists("redlock:lapsed"),
+    );
+    let other = hold(server.cmd().args(["-k", "lapsed"]), &dir, "other");
+    std::fs::write(&go, "").unwrap();
+    let out = late.wait();
+    out.assert_code(75)
+        .assert_stderr_contains("the lease on redlock:lapsed ran out before touch could start")
+        .assert_stderr_contains("it was not started");
+    assert!(
+        !dir.exists("late_ran"),
+        "the command started inside the other holder's turn"
+    );
+    other.let_go();
+    other.wait().assert_code(0);
+}
+
+/// redlock-run is stopped (`SIGSTOP`) past its lease; the guardian kills the command at the
+/// lease's end. Once continued, redlock-run reports the lost lock and exits 76, however the
+/// command's death and the lost lease reach it. Several at once, since the order in which
+/// its threads wake up varies.
+#[test]
+fn a_run_stopped_past_its_lease_always_reports_the_lost_lock() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("stopped");
+    let runs: Vec<(Running, String)> = (0..4)
+        .map(|n| {
+            let name = format!("job{n}");
+            let pid_file = dir.join(&format!("{name}.pid"));
+            let run = server
+                .cmd()
+                .args(["-k", &name, "--ttl", "1s", "--", "sh", "-c"])
+                .arg(format!("echo $$ > '{}'; exec sleep 60", pid_file.display()))
+                .spawn();
+            (run, name)
+        })
+        .collect();
+    let stopped: Vec<(Running, i32)> = runs
+        .into_iter()
+        .map(|(mut run, name)| {
+            let command = run.read_pid(&dir.join(&format!("{name}.pid")));
+            run.signal(libc::SIGSTOP);
+            (run, command)
+        })
+        .collect();
+    for (_, command) in &stopped {
+        // The guardian's backstop: SIGKILL at the lease's end (about a second).
+        wait_for_death(*command, Duration::from_secs(15));
+    }
+    for (run, _) in stopped {
+        run.signal(libc::SIGCONT);
+        let out = run.wait();
+        out.assert_code(76)
+            .assert_stderr_contains("lock lost: the lease on redlock:job")
+            .assert_stderr_contains("while redlock-run could not act");
+    }
+}
