@@ -301,3 +301,31 @@ fn command_arguments_are_passed_verbatim() {
     out.assert_code(0);
     assert_eq!(out.stdout_str(), "[-k][--ttl][a b][][--]");
 }
+
+/// A command that cannot be started because no process can be made (fork fails with
+/// EAGAIN) is redlock-run's failure, 125, not "cannot execute" (126). Run as an unprivileged
+/// user with a process limit that leaves room for redlock-run's threads but not for the
+/// command; the limit is searched for, since it depends on how many threads run.
+#[test]
+fn no_process_for_the_command_is_a_wrapper_failure() {
+    let setpriv = require(
+        "setpriv",
+        "this test runs redlock-run as an unprivileged user under a process limit",
+        "apt-get install util-linux",
+    );
+    let server = RedisServer::start();
+    let without_a_process = (2..=10).find_map(|limit| {
+        let script = format!(
+            "exec prlimit --nproc={limit}:{limit} '{}' --reuid 65534 --regid 65534 \
+             --clear-groups \"$0\" \"$@\"",
+            setpriv.display()
+        );
+        let out = Wrapper::via_shell(&server.url(), &script)
+            .args([BIN, "-k", "nproc", "--", "true"])
+            .run();
+        out.stderr.contains("cannot start true").then_some(out)
+    });
+    let out = without_a_process.expect("no process limit kept the command from starting");
+    out.assert_code(125)
+        .assert_stderr_contains("Resource temporarily unavailable");
+}
