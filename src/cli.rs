@@ -2,7 +2,9 @@
 //! no I/O. `config.rs` turns this into a `Config` the rest of the program trusts. The `///`
 //! comments are the `--help` text.
 
-use clap::{Args, Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Text shown after the options in `--help`: the exit-code table README documents too.
 pub const AFTER_HELP: &str = "\
@@ -112,7 +114,7 @@ pub struct RunArgs {
     pub wait: Option<String>,
 
     /// Fail at once when the lock is busy (same as --wait 0)
-    #[arg(short = 'n', long, conflicts_with = "wait")]
+    #[arg(short = 'n', long)]
     pub no_wait: bool,
 
     /// Exit status when the lock was not obtained
@@ -157,6 +159,36 @@ pub struct RunArgs {
     /// The command to run and its arguments (after --)
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
+}
+
+impl Cli {
+    /// The command line of this process. A flag always beats the environment: `--no-wait`
+    /// overrides a `REDLOCK_WAIT` default, while `--wait` and `--no-wait` both typed on
+    /// the command line contradict each other.
+    pub fn parse_args() -> Result<Cli, clap::Error> {
+        Cli::parse_from_args(std::env::args_os())
+    }
+
+    pub fn parse_from_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Cli::command().try_get_matches_from(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        if cli.run.no_wait {
+            match matches.value_source("wait") {
+                Some(ValueSource::CommandLine) => {
+                    return Err(Cli::command().error(
+                        ErrorKind::ArgumentConflict,
+                        "the argument '--no-wait' cannot be used with '--wait <DUR>'",
+                    ))
+                }
+                _ => cli.run.wait = None,
+            }
+        }
+        Ok(cli)
+    }
 }
 
 /// Looking at and clearing locks.

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use crate::backend::{Deployment, MAX_KEY_LEN, MAX_LIMIT};
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
-use crate::report::Verbosity;
+use crate::report::{self, Verbosity};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -121,31 +121,44 @@ impl Config {
         let name = args.key.unwrap_or_default();
         let key = full_key(&args.connection.prefix, &name)?;
 
-        let ttl = parse_duration(&args.ttl).context("invalid --ttl")?;
-        if ttl < lease::MIN_TTL {
-            bail!(
-                "invalid --ttl: {} is shorter than the minimum of 100ms",
-                humantime::format_duration(ttl)
-            );
-        }
+        let ttl = bounded("--ttl", &args.ttl, lease::MIN_TTL, lease::MAX_TTL)?;
         let renew_every = match &args.renew_every {
-            Some(text) => parse_duration(text).context("invalid --renew-every")?,
+            Some(text) => bounded("--renew-every", text, Duration::ZERO, lease::MAX_TTL)?,
             None => lease::default_renewal_period(ttl),
         };
-        if renew_every.is_zero() || renew_every >= ttl {
-            bail!("invalid --renew-every: it must be above 0 and shorter than --ttl");
+        let longest = lease::max_renewal_period(ttl);
+        if renew_every.is_zero() || renew_every > longest {
+            bail!(
+                "invalid --renew-every: with --ttl {} it must be above 0 and at most {}, half \
+                 of what the lease surely lasts (the TTL less the clock-drift allowance), so \
+                 that a failed renewal can be retried before the lease runs out",
+                humantime::format_duration(ttl),
+                report::duration(longest)
+            );
         }
 
+        // --no-wait wins over a REDLOCK_WAIT in the environment; given together on the
+        // command line, the later of --wait and --no-wait wins (see cli.rs).
         let wait = match (&args.wait, args.no_wait) {
             (_, true) => Wait::For(Duration::ZERO),
             (None, false) => Wait::Forever,
             (Some(text), false) if matches!(text.trim(), "forever" | "inf" | "infinity") => {
                 Wait::Forever
             }
-            (Some(text), false) => Wait::For(parse_duration(text).context("invalid --wait")?),
+            (Some(text), false) => Wait::For(bounded(
+                "--wait",
+                text,
+                Duration::ZERO,
+                lease::MAX_DURATION,
+            )?),
         };
 
-        let kill_after = parse_duration(&args.kill_after).context("invalid --kill-after")?;
+        let kill_after = bounded(
+            "--kill-after",
+            &args.kill_after,
+            Duration::ZERO,
+            lease::MAX_DURATION,
+        )?;
         if args.limit == 0 || args.limit > MAX_LIMIT {
             bail!("invalid --limit: it must be from 1 to {MAX_LIMIT}");
         }
@@ -223,11 +236,12 @@ fn full_key(prefix: &str, name: &str) -> Result<String> {
 }
 
 fn check_connection(connection: &Connection) -> Result<(Deployment, Duration)> {
-    let redis_timeout =
-        parse_duration(&connection.redis_timeout).context("invalid --redis-timeout")?;
-    if redis_timeout < Duration::from_millis(10) {
-        bail!("invalid --redis-timeout: it must be at least 10ms");
-    }
+    let redis_timeout = bounded(
+        "--redis-timeout",
+        &connection.redis_timeout,
+        lease::MIN_REDIS_TIMEOUT,
+        lease::MAX_REDIS_TIMEOUT,
+    )?;
     Ok((Deployment::parse(&connection.redis)?, redis_timeout))
 }
 
@@ -235,11 +249,31 @@ fn optional_positive(text: &Option<String>, flag: &str) -> Result<Option<Duratio
     let Some(text) = text else {
         return Ok(None);
     };
-    let duration = parse_duration(text).with_context(|| format!("invalid {flag}"))?;
+    let duration = bounded(flag, text, Duration::ZERO, lease::MAX_DURATION)?;
     if duration.is_zero() {
         bail!("invalid {flag}: it must be above 0");
     }
     Ok(Some(duration))
+}
+
+/// The duration `text` given for `flag`, refused unless it is within `min..=max`.
+fn bounded(flag: &str, text: &str, min: Duration, max: Duration) -> Result<Duration> {
+    let duration = parse_duration(text).with_context(|| format!("invalid {flag}"))?;
+    if duration < min {
+        bail!(
+            "invalid {flag}: {} is shorter than the minimum of {}",
+            humantime::format_duration(duration),
+            humantime::format_duration(min)
+        );
+    }
+    if duration > max {
+        bail!(
+            "invalid {flag}: {} is longer than the limit of {}",
+            humantime::format_duration(duration),
+            humantime::format_duration(max)
+        );
+    }
+    Ok(duration)
 }
 
 /// A humantime duration (`500ms`, `30s`, `1m 30s`), or a bare number of seconds as flock -w

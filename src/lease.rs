@@ -20,6 +20,16 @@ use std::time::{Duration, Instant};
 
 /// Shortest lease: below this, one slow round trip would eat the whole lease.
 pub const MIN_TTL: Duration = Duration::from_millis(100);
+/// Longest lease: a year. Longer would mean a crashed holder's lock outlives anyone who
+/// remembers it; the bound also keeps every deadline far from the clock's limits.
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Longest `--wait`, `--kill-after`, `--min-hold` and `--max-runtime`: ten years (`--wait
+/// forever` is not bounded). Any deadline built from them stays far from the limits of
+/// the monotonic clock and of Redis's millisecond counters.
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// `--redis-timeout`: at least 10 ms, at most an hour (it bounds every Redis command).
+pub const MIN_REDIS_TIMEOUT: Duration = Duration::from_millis(10);
+pub const MAX_REDIS_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// With `--fair`, a waiter that has not renewed its place in the queue for this long is
 /// dropped from it (it crashed), so it cannot hold up the others for longer.
@@ -35,6 +45,13 @@ const RENEWAL_RETRY_MAX: Duration = Duration::from_millis(500);
 /// it, as Redisson's watchdog does, which leaves two more tries before the lease runs out.
 pub fn default_renewal_period(ttl: Duration) -> Duration {
     ttl / 3
+}
+
+/// The longest renewal period that can keep a lease of `ttl`: half of what the lease
+/// surely lasts (`ttl - drift`), so that a renewal that fails can be retried once before
+/// the lease runs out. (The default, a third of the TTL, leaves two tries.)
+pub fn max_renewal_period(ttl: Duration) -> Duration {
+    ttl.saturating_sub(clock_drift(ttl)) / 2
 }
 
 /// How much a lease of `ttl` is cut short to allow for the server's clock running at

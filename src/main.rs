@@ -4,7 +4,6 @@
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::Parser;
 use redlock_run::cli::Cli;
 use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
@@ -20,7 +19,7 @@ fn main() -> ExitCode {
 }
 
 fn outcome() -> Outcome {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(err)
             if matches!(

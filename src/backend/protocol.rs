@@ -96,7 +96,13 @@ impl SingleRedis {
             match reply {
                 Ok(((1, slot, fence, _), sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot as u32));
-                    let fence = redis::from_redis_value(fence).unwrap_or(0);
+                    let fence: u64 = redis::from_redis_value(fence).map_err(|_| {
+                        anyhow!(
+                            "{} holds no counter redlock-run can read; the lock expires by \
+                             its TTL",
+                            fence_key(&self.lock.key)
+                        )
+                    })?;
                     return Ok(Attempt::Acquired { sent_at, fence });
                 }
                 Ok(((0, pttl, holder, ahead), _)) => {

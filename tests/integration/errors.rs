@@ -53,6 +53,8 @@ fn bad_input_exits_125_without_touching_redis() {
         (vec!["-k", "x", "-t", "-5"], true),
         (vec!["-k", "x", "-t", "1s", "--renew-every", "1s"], true),
         (vec!["-k", "x", "-t", "1s", "--renew-every", "2s"], true),
+        (vec!["-k", "x", "-t", "1s", "--renew-every", "495ms"], true),
+        (vec!["-k", "x", "-t", "1s", "--renew-every", "900ms"], true),
         (vec!["-k", "x", "--wait", "soon"], true),
         (vec!["-k", "x", "--kill-after", "xyz"], true),
         (vec!["-k", "x", "--redis-timeout", "nope"], true),
@@ -109,7 +111,8 @@ fn boundary_values_are_accepted() {
             "-t",
             "1s",
             "--renew-every",
-            "900ms",
+            // The longest renewal period a 1s lease allows: half of 1s less its 12ms drift.
+            "494ms",
             "--wait",
             "forever",
         ])
@@ -300,4 +303,86 @@ fn database_number_in_url_is_used() {
         .query(&mut con)
         .unwrap();
     assert_eq!(exists, 0, "key not released in db 3");
+}
+
+/// Every number is checked where it is parsed: a duration past its limit is refused with
+/// 125 and a message naming the limit, before Redis is asked and before anything runs (it
+/// used to pass, then panic after the command ran, leaving the lock held).
+#[test]
+fn durations_past_their_limits_are_refused_up_front() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("huge");
+    let huge = "100000000years";
+    for flag in [
+        "--ttl",
+        "--wait",
+        "--kill-after",
+        "--min-hold",
+        "--max-runtime",
+        "--redis-timeout",
+        "--renew-every",
+    ] {
+        assert_rejected(&server, &dir, &["-k", "x", flag, huge], true);
+        let out = server
+            .cmd()
+            .args(["-k", "x", flag, huge, "--", "true"])
+            .run();
+        out.assert_code(125)
+            .assert_stderr_contains(&format!("invalid {flag}: "))
+            .assert_stderr_contains("longer than the limit of");
+    }
+    for (flag, limit) in [
+        ("--ttl", "366days"),
+        ("--wait", "3651days"),
+        ("--redis-timeout", "61m"),
+    ] {
+        assert_rejected(&server, &dir, &["-k", "x", flag, limit], true);
+    }
+    // The limits themselves are fine.
+    server
+        .cmd()
+        .args(["-k", "x", "--ttl", "365days", "--min-hold", "1ms"])
+        .args(["--max-runtime", "3650days", "--kill-after", "3650days"])
+        .args(["--wait", "3650days", "--redis-timeout", "1h", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
+/// A renewal schedule that cannot keep the lease is refused, with the rule in the message.
+#[test]
+fn a_renewal_schedule_that_cannot_keep_the_lease_is_refused() {
+    let server = RedisServer::start();
+    let out = server
+        .cmd()
+        .args(["-k", "x", "-t", "10s", "--renew-every", "9s", "--", "true"])
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains(
+            "invalid --renew-every: with --ttl 10s it must be above 0 and at most 4s 949ms",
+        )
+        .assert_stderr_contains("so that a failed renewal can be retried");
+}
+
+/// A flag beats the environment: an exported REDLOCK_WAIT does not make --no-wait a usage
+/// error; --no-wait simply wins. (Both typed on the command line still contradict.)
+#[test]
+fn no_wait_beats_a_wait_from_the_environment() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("envwait");
+    let holder = hold(server.cmd().args(["-k", "ew"]), &dir, "h");
+    let out = server
+        .cmd()
+        .env("REDLOCK_WAIT", "30s")
+        .args(["-k", "ew", "--no-wait", "--", "true"])
+        .run();
+    out.assert_code(75).assert_stderr_contains("not waiting");
+    assert!(out.elapsed < Duration::from_secs(10), "it waited");
+    let both = server
+        .cmd()
+        .args(["-k", "ew", "--wait", "1s", "--no-wait", "--", "true"])
+        .run();
+    both.assert_code(125)
+        .assert_stderr_contains("'--no-wait' cannot be used with '--wait <DUR>'");
+    holder.let_go();
+    holder.wait().assert_code(0);
 }

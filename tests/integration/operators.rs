@@ -4,7 +4,7 @@
 //!
 //! What this module does not own: plain exclusion and hand-over (`exclusion`), the lease
 //! itself (`lease`). Keys beyond `PREFIX + KEY` are used only where the data layout in
-//! `src/backend/mod.rs` documents them: `{K}:slot:N`, `{K}:fence`, `{K}:queue`.
+//! `src/backend/layout.rs` documents them: `{K}:slot:N`, `{K}:fence`, `{K}:queue`.
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;
@@ -1214,4 +1214,31 @@ fn list_skips_the_fence_and_slot_keys_of_hash_tagged_names() {
     t2.let_go();
     t1.wait().assert_code(0);
     t2.wait().assert_code(0);
+}
+
+/// Fences stay exact integers however large they grow: Lua's numbers are doubles, and a
+/// counter of 1e14 used to be written into the lock's value as `1e+14`.
+#[test]
+fn large_fences_stay_exact() {
+    let server = RedisServer::start();
+    for (counter, next) in [
+        ("99999999999999", "100000000000000"),
+        ("9007199254740993", "9007199254740994"),
+    ] {
+        server.set("{redlock:big}:fence", counter);
+        let dir = TempDir::new("bigfence");
+        let holder = hold(server.cmd().args(["-k", "big"]), &dir, "h");
+        assert_eq!(dir.read("h.fence"), next);
+        let value = server.lock_value("big").expect("held");
+        assert!(
+            value.contains(&format!("\"fence\":{next},")),
+            "the value has another fence: {value}"
+        );
+        let status = server.cmd().args(["status", "-k", "big"]).run();
+        status
+            .assert_code(0)
+            .assert_stdout_contains(&format!("fence {next}"));
+        holder.let_go();
+        holder.wait().assert_code(0);
+    }
 }

@@ -1004,3 +1004,25 @@ fn every_release_wakes_the_waiters_once() {
         "the second waiter slept {gap:.1}s past the release"
     );
 }
+
+/// Over several nodes the fence handed out is the largest count, exact past 2^53, and it is
+/// written to a majority (compared as digits, never as Lua's doubles).
+#[test]
+fn large_fences_are_exact_across_nodes() {
+    let nodes = start_nodes(3);
+    // 2^53 + 2: one more is odd, which a double cannot hold.
+    nodes[0].set("{redlock:bf}:fence", "9007199254740994");
+    nodes[1].set("{redlock:bf}:fence", "5");
+    nodes[2].set("{redlock:bf}:fence", "9007199254740993");
+    let out = Wrapper::bare()
+        .args(r_args(&urls(&nodes)))
+        .args(["-k", "bf", "--", "sh", "-c", "printf %s \"$REDLOCK_FENCE\""])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str(), "9007199254740995");
+    let recorded = nodes
+        .iter()
+        .filter(|node| node.get("{redlock:bf}:fence").as_deref() == Some("9007199254740995"))
+        .count();
+    assert!(recorded >= 2, "the fence is on {recorded} of 3 nodes");
+}

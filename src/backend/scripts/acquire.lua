@@ -10,7 +10,9 @@
 -- ARGV[4]  n, the limit
 -- ARGV[5]  fair-queue heartbeat timeout in milliseconds; 0 when not fair
 -- ARGV[6]  this holder's token (its member in the fair queue)
--- Returns {1, slot, fence, 0} when this holder now has slot `slot`;
+-- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
+--           decimal digits, a string: Lua's numbers are doubles, which would print a large
+--           one as 1e+14 and lose digits past 2^53);
 --         {0, pttl, holder, ahead} when it must wait (pttl: the soonest a slot can free up,
 --           -1 if none will by itself; holder: one holder's value, '' if none; ahead: fair
 --           waiters queued before this one);
@@ -48,7 +50,7 @@ for i = 1, n do
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
       redis.call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
-      return {1, i, tonumber(fence or '0'), 0}
+      return {1, i, fence or '0', 0}
     end
     local other = string.match(current, '"limit":(%d+)}$')
     if other and tonumber(other) ~= n then
@@ -86,7 +88,8 @@ if #free == 0 then
   return {0, soonest, holder, 0}
 end
 local slot = free[1]
-local fence = redis.call('INCR', KEYS[n + 2])
+redis.call('INCR', KEYS[n + 2])
+local fence = redis.call('GET', KEYS[n + 2])
 redis.call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
 if n > 1 and redis.call('PTTL', KEYS[n + 1]) < ttl then
   redis.call('SET', KEYS[n + 1], n, 'PX', ttl)

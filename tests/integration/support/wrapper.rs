@@ -287,6 +287,17 @@ impl Output {
     }
 
     #[track_caller]
+    pub fn assert_stdout_contains(&self, needle: &str) -> &Output {
+        let stdout = self.stdout_str();
+        assert!(
+            stdout.contains(needle),
+            "stdout does not have {needle:?}:\n{stdout}\nstderr:\n{}",
+            self.stderr
+        );
+        self
+    }
+
+    #[track_caller]
     pub fn assert_stderr_lacks(&self, needle: &str) -> &Output {
         assert!(
             !self.stderr.to_lowercase().contains(&needle.to_lowercase()),
