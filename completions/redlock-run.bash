@@ -47,7 +47,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -n -E -c -q -v -h -V --key --redis --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --fair --min-hold --max-runtime --shell --quiet --verbose --help --version status list release help"
+            opts="-k -r -t -w -n -E -c -q -v -h -V --key --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --fair --min-hold --max-runtime --label --pass-redis-env --shell --quiet --verbose --help --version status list release help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -66,6 +66,10 @@ _redlock__run() {
                     return 0
                     ;;
                 -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -118,6 +122,10 @@ _redlock__run() {
                     return 0
                     ;;
                 --max-runtime)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --label)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -207,7 +215,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__list)
-            opts="-r -h --json --redis --prefix --redis-timeout --help"
+            opts="-r -h --json --redis --password-file --prefix --redis-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -218,6 +226,10 @@ _redlock__run() {
                     return 0
                     ;;
                 -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -237,7 +249,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__release)
-            opts="-k -r -h --key --force --redis --prefix --redis-timeout --help"
+            opts="-k -r -h --key --force --redis --password-file --prefix --redis-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -256,6 +268,10 @@ _redlock__run() {
                     return 0
                     ;;
                 -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -275,7 +291,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__status)
-            opts="-k -r -h --key --json --redis --prefix --redis-timeout --help"
+            opts="-k -r -h --key --json --redis --password-file --prefix --redis-timeout --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -294,6 +310,10 @@ _redlock__run() {
                     return 0
                     ;;
                 -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -14,6 +14,7 @@ use crate::backend::inspect::{Inspector, LockView, Slot, Verdict};
 use crate::backend::lock_of_internal_key;
 use crate::config::{AdminAction, AdminConfig};
 use crate::exit::Outcome;
+use crate::report::escape;
 use crate::{holder, report};
 
 pub fn run(config: &AdminConfig) -> Outcome {
@@ -109,6 +110,9 @@ fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome>
     if let Some(err) = lone_failure(&view) {
         bail!("cannot read {key}: {err}");
     }
+    let lock_key = key;
+    // From here on, printed on stdout: every name from outside is escaped.
+    let key = escape(key);
     let quorum = view.is_quorum();
     let held: Vec<(usize, &Slot)> = view
         .nodes
@@ -166,35 +170,34 @@ fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome>
     for (node, slot) in held {
         // Where the slot is, when there is more than one place it could be.
         let on = if quorum {
-            format!(" on {}", view.nodes[node].display)
+            format!(" on {}", escape(&view.nodes[node].display))
         } else {
             String::new()
         };
+        let slot_key = escape(&slot.key);
         if slot.value.is_none() {
             report::error(&anyhow::anyhow!(
-                "{}{on} is a {}, not a lock redlock-run wrote; not deleting another \
+                "{slot_key}{on} is a {}, not a lock redlock-run wrote; not deleting another \
                  application's data",
-                slot.key,
                 slot.kind
             ));
             continue;
         }
         let who = holder::describe(slot.value.as_deref());
         let deleted = inspector
-            .force_release(node, key, slot)
-            .with_context(|| format!("cannot release {}{on}", slot.key));
+            .force_release(node, lock_key, slot)
+            .with_context(|| format!("cannot release {slot_key}{on}"));
         match deleted {
             Ok(true) => {
-                print(&format!("released {}{on}, held by {who}", slot.key))?;
+                print(&format!("released {slot_key}{on}, held by {who}"))?;
                 deleted_any = true;
             }
             Ok(false) if quorum => print(&format!(
-                "{}{on} changed while being released; nothing deleted there",
-                slot.key
+                "{slot_key}{on} changed while being released; nothing deleted there"
             ))?,
             Ok(false) => print(&format!(
-                "{} changed while being released (no longer held by {who}); nothing deleted",
-                slot.key
+                "{slot_key} changed while being released (no longer held by {who}); nothing \
+                 deleted"
             ))?,
             // One server: there is nowhere else to try.
             Err(err) if !quorum => return Err(err),
@@ -225,7 +228,7 @@ fn lone_failure(view: &LockView) -> Option<&str> {
 /// One server: `redlock:deploy held by web-3 pid 4242 `./deploy.sh prod` for 3m12s, ttl
 /// 24s, fence 118`.
 fn lock_line(view: &LockView) -> String {
-    let key = &view.key;
+    let key = escape(&view.key);
     let slots = view
         .nodes
         .first()
@@ -246,7 +249,7 @@ fn lock_line(view: &LockView) -> String {
 
 /// A quorum: the verdict, with how many nodes agree.
 fn verdict_line(view: &LockView) -> String {
-    let key = &view.key;
+    let key = escape(&view.key);
     let nodes = view.nodes.len();
     match view.verdict() {
         Verdict::Held {
@@ -282,12 +285,12 @@ fn node_lines(view: &LockView) -> String {
         .nodes
         .iter()
         .map(|node| match &node.slots {
-            Ok(slots) if slots.is_empty() => format!("  {}: free", node.display),
+            Ok(slots) if slots.is_empty() => format!("  {}: free", escape(&node.display)),
             Ok(slots) => {
                 let phrases: Vec<String> = slots.iter().map(slot_phrase).collect();
-                format!("  {}: {}", node.display, phrases.join("; "))
+                format!("  {}: {}", escape(&node.display), phrases.join("; "))
             }
-            Err(err) => format!("  {}: cannot read: {err}", node.display),
+            Err(err) => format!("  {}: cannot read: {}", escape(&node.display), escape(err)),
         })
         .collect();
     lines.join("\n")
@@ -297,7 +300,7 @@ fn slot_phrase(slot: &Slot) -> String {
     let who = match (&slot.holder, &slot.value) {
         (Some(holder), _) => holder.to_string(),
         (None, Some(_)) => holder::describe(None),
-        (None, None) => format!("another application's {} (not a lock)", slot.kind),
+        (None, None) => format!("another application's {} (not a lock)", escape(&slot.kind)),
     };
     let ttl = match slot.ttl {
         Some(ttl) => format!(
@@ -369,7 +372,8 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
             "token": holder.token,
             "host": holder.host,
             "pid": holder.pid,
-            "cmd": holder.cmd,
+            "program": holder.program,
+            "label": holder.label,
             "since_ms": holder.since_ms,
             "held_for_ms": holder.held_for().map(|held| held.as_millis() as u64),
             "ttl_ms": ttl_ms,

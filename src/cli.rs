@@ -66,6 +66,17 @@ pub struct Connection {
     )]
     pub redis: Vec<String>,
 
+    /// Read the Redis password from the first line of FILE, for every URL that has none of
+    /// its own (a password in a URL on the command line is visible to every local user in
+    /// ps; REDLOCK_PASSWORD is the other way to keep it off the command line)
+    #[arg(long, value_name = "FILE", env = "REDLOCK_PASSWORD_FILE")]
+    pub password_file: Option<std::path::PathBuf>,
+
+    /// Whether the URLs were typed on the command line (not taken from REDLOCK_REDIS or the
+    /// default): set by `Cli::parse_from_args`.
+    #[arg(skip)]
+    pub typed: bool,
+
     /// Prefix of the Redis key; '' uses KEY as is
     #[arg(
         long,
@@ -144,6 +155,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     pub max_runtime: Option<String>,
 
+    /// What waiters and `status` show of this holder besides its host, pid and program's
+    /// name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command's
+    /// arguments are never shown to others
+    #[arg(long, value_name = "TEXT", env = "REDLOCK_LABEL")]
+    pub label: Option<String>,
+
+    /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
+    /// they are removed from it when they hold a password
+    #[arg(long)]
+    pub pass_redis_env: bool,
+
     /// Run CMD with /bin/sh -c instead of -- COMMAND ARGS
     #[arg(short = 'c', long, value_name = "CMD", conflicts_with = "command")]
     pub shell: Option<String>,
@@ -176,6 +198,16 @@ impl Cli {
     {
         let matches = Cli::command().try_get_matches_from(args)?;
         let mut cli = Cli::from_arg_matches(&matches)?;
+        let (connection, used) = match &mut cli.admin {
+            Some(Admin::Status { connection, .. })
+            | Some(Admin::List { connection, .. })
+            | Some(Admin::Release { connection, .. }) => {
+                let used = matches.subcommand().map_or(&matches, |(_, used)| used);
+                (connection, used)
+            }
+            None => (&mut cli.run.connection, &matches),
+        };
+        connection.typed = used.value_source("redis") == Some(ValueSource::CommandLine);
         if cli.run.no_wait {
             match matches.value_source("wait") {
                 Some(ValueSource::CommandLine) => {

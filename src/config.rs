@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::backend::{Deployment, MAX_KEY_LEN, MAX_LIMIT};
+use crate::backend::{
+    holds_secret, Deployment, Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+};
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
 use crate::report::{self, Verbosity};
@@ -42,6 +44,10 @@ pub struct Config {
     pub max_runtime: Option<Duration>,
     /// Program and arguments; `--shell CMD` becomes `/bin/sh -c CMD`.
     pub command: Vec<OsString>,
+    /// What waiters see of this holder besides its host, pid and program's name.
+    pub label: Option<String>,
+    /// Variables of ours left out of the command's environment: those that hold a password.
+    pub hidden_env: Vec<&'static str>,
     pub verbosity: Verbosity,
 }
 
@@ -78,6 +84,30 @@ pub enum AdminAction {
 }
 
 impl Task {
+    /// Done first, before anything connects: keeps the Redis password out of core files, of
+    /// `ps` (a password typed on the command line is overwritten, with a warning) and of
+    /// any panic message.
+    pub fn protect_secrets(&self) -> Result<()> {
+        let redis = match self {
+            Task::Run(config) => {
+                report::set_verbosity(config.verbosity);
+                &config.redis
+            }
+            Task::Admin(config) => &config.redis,
+        };
+        report::redact_panics(redis.secrets());
+        let typed = redis.typed_secrets();
+        crate::process::protect_secrets(&typed).context("cannot protect the Redis password")?;
+        if !typed.is_empty() {
+            report::warn(format_args!(
+                "a Redis password given on the command line can be read by other users of \
+                 this machine until redlock-run hides it; use REDLOCK_PASSWORD, \
+                 --password-file or REDLOCK_REDIS instead"
+            ));
+        }
+        Ok(())
+    }
+
     pub fn from_cli(cli: Cli) -> Result<Task> {
         let Some(admin) = cli.admin else {
             return Config::from_args(cli.run).map(Task::Run);
@@ -186,6 +216,15 @@ impl Config {
             None => args.command,
         };
 
+        if let Some(label) = &args.label {
+            if label.len() > MAX_LABEL_LEN {
+                bail!(
+                    "invalid --label: it is {} bytes long; the limit is {MAX_LABEL_LEN}",
+                    label.len()
+                );
+            }
+        }
+
         let verbosity = if args.quiet {
             Verbosity::Quiet
         } else if args.verbose {
@@ -210,15 +249,37 @@ impl Config {
             min_hold,
             max_runtime,
             command,
+            label: args.label,
+            hidden_env: if args.pass_redis_env {
+                Vec::new()
+            } else {
+                secret_variables()
+            },
             verbosity,
         })
     }
 
-    /// The command line as one string, for holder metadata and messages.
-    pub fn command_line(&self) -> String {
-        let words: Vec<_> = self.command.iter().map(|w| w.to_string_lossy()).collect();
-        words.join(" ")
+    /// The program's name, as others may see it: the last part of its path, without the
+    /// arguments (they may hold secrets).
+    pub fn program_name(&self) -> String {
+        let program = std::path::Path::new(&self.command[0]);
+        program
+            .file_name()
+            .unwrap_or(program.as_os_str())
+            .to_string_lossy()
+            .into_owned()
     }
+}
+
+/// Our variables that hold a password: REDLOCK_PASSWORD, and REDLOCK_REDIS when one of
+/// its URLs has one (or a user part that may be one). Left to the command, they would hand
+/// it, and whatever it runs, the password to the lock server.
+fn secret_variables() -> Vec<&'static str> {
+    let mut names = vec!["REDLOCK_PASSWORD"];
+    if std::env::var_os("REDLOCK_REDIS").is_some_and(|urls| holds_secret(&urls.to_string_lossy())) {
+        names.push("REDLOCK_REDIS");
+    }
+    names
 }
 
 /// PREFIX + KEY, after checking the lock name.
@@ -242,7 +303,33 @@ fn check_connection(connection: &Connection) -> Result<(Deployment, Duration)> {
         lease::MIN_REDIS_TIMEOUT,
         lease::MAX_REDIS_TIMEOUT,
     )?;
-    Ok((Deployment::parse(&connection.redis)?, redis_timeout))
+    let password = match &connection.password_file {
+        Some(file) => Some(read_password(file)?),
+        None => std::env::var("REDLOCK_PASSWORD")
+            .ok()
+            .filter(|password| !password.is_empty())
+            .map(Password),
+    };
+    let sources = Sources {
+        password,
+        typed: connection.typed,
+    };
+    Ok((
+        Deployment::parse(&connection.redis, sources)?,
+        redis_timeout,
+    ))
+}
+
+/// The first line of `file`, without its line ending.
+fn read_password(file: &std::path::Path) -> Result<Password> {
+    let shown = file.display();
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read the --password-file {shown}"))?;
+    let line = text.lines().next().unwrap_or_default();
+    if line.is_empty() {
+        bail!("the --password-file {shown} is empty: its first line is the password");
+    }
+    Ok(Password(line.to_string()))
 }
 
 fn optional_positive(text: &Option<String>, flag: &str) -> Result<Option<Duration>> {
@@ -359,7 +446,8 @@ mod tests {
     fn shell_and_prefix() {
         let config = config(&["-k", "job", "--prefix", "", "-c", "a | b"]).unwrap();
         assert_eq!(config.key, "job");
-        assert_eq!(config.command_line(), "/bin/sh -c a | b");
+        assert_eq!(config.command, ["/bin/sh", "-c", "a | b"]);
+        assert_eq!(config.program_name(), "sh");
     }
 
     #[test]

@@ -6,15 +6,23 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::backend::Holder;
+use crate::report::escape;
 
+/// Every text in a holder's value came from outside (another host, or anyone who can write
+/// to Redis): control characters are escaped, so that it can neither forge lines nor send
+/// escape sequences to the reader's terminal.
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.host.as_deref().unwrap_or("unknown host"))?;
+        let host = self.host.as_deref().unwrap_or("unknown host");
+        f.write_str(&escape(host))?;
         if let Some(pid) = self.pid {
             write!(f, " pid {pid}")?;
         }
-        if let Some(cmd) = &self.cmd {
-            write!(f, " `{cmd}`")?;
+        if let Some(program) = &self.program {
+            write!(f, " `{}`", escape(program))?;
+        }
+        if let Some(label) = &self.label {
+            write!(f, " ({})", escape(label))?;
         }
         if let Some(held_for) = self.held_for() {
             let seconds = Duration::from_secs(held_for.as_secs());
@@ -72,15 +80,32 @@ mod tests {
 
     #[test]
     fn reads_what_redlock_run_writes() {
-        let value = r#"{"token":"t-1","fence":7,"host":"web-3","pid":4242,"cmd":"./deploy.sh prod","since":"2026-01-01T00:00:00Z","since_ms":1000,"ttl_ms":30000,"limit":1}"#;
+        let value = r#"{"token":"t-1","fence":7,"host":"web-3","pid":4242,"program":"deploy.sh","label":"prod","since":"2026-01-01T00:00:00Z","since_ms":1000,"ttl_ms":30000,"limit":1}"#;
         let holder = Holder::parse(value).unwrap();
         assert_eq!(holder.token.as_deref(), Some("t-1"));
         assert_eq!(holder.fence, Some(7));
         assert_eq!(holder.pid, Some(4242));
         let line = holder.to_string();
         assert!(
-            line.starts_with("web-3 pid 4242 `./deploy.sh prod` for "),
+            line.starts_with("web-3 pid 4242 `deploy.sh` (prod) for "),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn what_others_wrote_cannot_reach_the_terminal() {
+        let value = "{\"token\":\"t\",\"host\":\"h\\u001b[2J\",\"program\":\"a\\nb\",\
+                     \"label\":\"\\r\\u009b\"}";
+        let line = Holder::parse(value).unwrap().to_string();
+        assert_eq!(line, "h\\x1b[2J `a\\nb` (\\r\\u{9b})");
+        let forged = Holder {
+            since_ms: Some(u64::MAX),
+            ..Holder::parse(value).unwrap()
+        };
+        assert_eq!(
+            forged.held_for(),
+            Some(Duration::ZERO),
+            "a holder from the future"
         );
     }
 

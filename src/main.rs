@@ -35,18 +35,19 @@ fn outcome() -> Outcome {
             return Outcome::Failed;
         }
     };
-    match Task::from_cli(cli) {
-        Ok(Task::Run(config)) => {
-            report::redact_panics(config.redis.secrets());
-            run::run(&config)
-        }
-        Ok(Task::Admin(config)) => {
-            report::redact_panics(config.redis.secrets());
-            admin::run(&config)
-        }
+    let task = match Task::from_cli(cli) {
+        Ok(task) => task,
         Err(err) => {
             report::error(&err);
-            Outcome::Failed
+            return Outcome::Failed;
         }
+    };
+    if let Err(err) = task.protect_secrets() {
+        report::error(&err);
+        return Outcome::Failed;
+    }
+    match task {
+        Task::Run(config) => run::run(&config),
+        Task::Admin(config) => admin::run(&config),
     }
 }

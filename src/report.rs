@@ -65,15 +65,39 @@ pub fn is_verbose() -> bool {
 
 fn line(message: std::fmt::Arguments<'_>) {
     // One line per message, whatever the message holds (some server errors span lines), and
-    // one write per line so that lines from threads never interleave.
+    // one write per line so that lines from threads never interleave. Any other control
+    // character is escaped: messages quote keys, values and replies from outside.
     let message = message.to_string();
     let folded: Vec<&str> = message
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    let text = format!("redlock-run: {}\n", folded.join(" "));
+    let text = format!("redlock-run: {}\n", escape(&folded.join(" ")));
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// `text` with every control character (C0, DEL, C1) escaped, `\n` and `\x1b` style, so
+/// that text from outside (a key, another holder's value, a server's reply) can neither
+/// start a line of its own nor send escape sequences to the reader's terminal.
+pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for ch in text.chars() {
+        match ch {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            ch if (ch as u32) < 0x80 && ch.is_control() => {
+                out.push_str(&format!("\\x{:02x}", ch as u32))
+            }
+            ch if ch.is_control() => out.push_str(&format!("\\u{{{:x}}}", ch as u32)),
+            ch => out.push(ch),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A duration rounded to milliseconds, for messages.

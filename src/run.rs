@@ -22,7 +22,8 @@ use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
 
 /// The variables a run gives its command (README, "Environment given to the command"),
-/// replacing any it inherited.
+/// replacing any it inherited. (Those of ours that hold a password are left out too:
+/// `Config::hidden_env`.)
 const RUN_VARIABLES: [&str; 4] = [
     "REDLOCK_KEY",
     "REDLOCK_TOKEN",
@@ -63,7 +64,12 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     let renewer = ReadyRenewer::spawn(events_tx.clone())?;
     // Likewise the command's argv, PATH candidates and environment: a run that waits has
     // them ready when the lock comes free.
-    let mut command = match process::command(&config.command, &RUN_VARIABLES, &forwarded) {
+    let left_out: Vec<&str> = RUN_VARIABLES
+        .iter()
+        .chain(&config.hidden_env)
+        .copied()
+        .collect();
+    let mut command = match process::command(&config.command, &left_out, &forwarded) {
         Ok(command) => command,
         Err(err) => return Ok(cannot_run(config, err)),
     };
@@ -74,7 +80,8 @@ fn run_checked(config: &Config) -> Result<Outcome> {
         config.timing.ttl,
         config.limit,
         fair_heartbeat,
-        &config.command_line(),
+        &config.program_name(),
+        config.label.as_deref(),
     );
     let token = lock.token.clone();
     let backend = backend::open(&config.redis, config.redis_timeout, lock)?;

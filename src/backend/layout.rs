@@ -5,8 +5,10 @@
 //! For a lock named `K` (the full key, prefix included):
 //! - `K`: a string, the lock itself (with `--limit N`, the first of N slots). Its value
 //!   starts with the holder's identity, `{"token":"<uuid>"`, then the fence and metadata:
-//!   `{"token":"…","fence":118,"host":"web-3","pid":4242,"cmd":"./deploy.sh","since":"…Z",
-//!   "since_ms":…,"ttl_ms":30000,"limit":1}`. With `--prefix ''` and the default limit this
+//!   `{"token":"…","fence":118,"host":"web-3","pid":4242,"program":"deploy.sh",
+//!   "label":"deploy of v1.2","since":"…Z","since_ms":…,"ttl_ms":30000,"limit":1}`. The
+//!   command's arguments are never stored (they may hold secrets), so the value stays small
+//!   whatever the command; `label` is there only when the holder gave one. With `--prefix ''` and the default limit this
 //!   is the standard `SET K token NX PX ttl` lock, shared with other tools that use it.
 //! - `{K}:slot:2` … `{K}:slot:N`: the other slots of a semaphore, strings like `K`.
 //! - `{K}:limit`: while a semaphore has holders, its N (so a run with another `--limit`
@@ -30,6 +32,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const MAX_KEY_LEN: usize = 1024;
 /// The most holders `--limit` accepts; each is a key the acquire script looks at.
 pub const MAX_LIMIT: u32 = 1000;
+/// Longest `--label`, in bytes: what a holder shows its waiters stays small.
+pub const MAX_LABEL_LEN: usize = 256;
+/// The program's name is cut to this many bytes in the value (a file name is at most 255).
+const MAX_PROGRAM_LEN: usize = 255;
 
 /// Waiters listen on this channel prefix + the full key for a release.
 pub const RELEASE_CHANNEL_PREFIX: &str = "redlock-run:released:";
@@ -49,24 +55,30 @@ pub struct LockRequest {
 }
 
 impl LockRequest {
-    /// A new request with a fresh 128-bit random token and this process's metadata.
+    /// A new request with a fresh 128-bit random token and this process's metadata: the
+    /// host, the pid, the program's name (never its arguments, which may hold secrets) and
+    /// the holder's `label`, if it gave one.
     pub fn new(
         key: String,
         ttl: Duration,
         limit: u32,
         fair_heartbeat_timeout: Option<Duration>,
-        command_line: &str,
+        program: &str,
+        label: Option<&str>,
     ) -> LockRequest {
         let token = crate::random::uuid_v4().to_string();
         let now = SystemTime::now();
         let since_ms = now
             .duration_since(UNIX_EPOCH)
             .map_or(0, |elapsed| elapsed.as_millis());
+        let label = label
+            .map(|label| format!(",\"label\":{}", json_string(label)))
+            .unwrap_or_default();
         let metadata = format!(
-            ",\"host\":{host},\"pid\":{pid},\"cmd\":{cmd},\"since\":\"{since}\",\"since_ms\":{since_ms},\"ttl_ms\":{ttl_ms},\"limit\":{limit}}}",
+            ",\"host\":{host},\"pid\":{pid},\"program\":{program}{label},\"since\":\"{since}\",\"since_ms\":{since_ms},\"ttl_ms\":{ttl_ms},\"limit\":{limit}}}",
             host = json_string(&hostname()),
             pid = std::process::id(),
-            cmd = json_string(command_line),
+            program = json_string(cut(program, MAX_PROGRAM_LEN)),
             since = humantime::format_rfc3339_seconds(now),
             ttl_ms = ttl.as_millis(),
         );
@@ -190,7 +202,10 @@ pub struct Holder {
     pub token: Option<String>,
     pub host: Option<String>,
     pub pid: Option<u64>,
-    pub cmd: Option<String>,
+    /// The program's name, without its arguments.
+    pub program: Option<String>,
+    /// What the holder wants waiters to see (`--label`).
+    pub label: Option<String>,
     /// When it took the lock, in milliseconds since the Unix epoch (its own clock).
     pub since_ms: Option<u64>,
     pub fence: Option<u64>,
@@ -210,7 +225,8 @@ impl Holder {
             token: text("token"),
             host: text("host"),
             pid: number("pid"),
-            cmd: text("cmd"),
+            program: text("program"),
+            label: text("label"),
             since_ms: number("since_ms"),
             fence: number("fence"),
             limit: number("limit"),
@@ -220,7 +236,8 @@ impl Holder {
 
     /// How long it has held the lock, by this machine's clock (clocks may differ a little).
     pub fn held_for(&self) -> Option<Duration> {
-        let since = UNIX_EPOCH + Duration::from_millis(self.since_ms?);
+        // A value from outside may hold any number: one past the clock's range is no time.
+        let since = UNIX_EPOCH.checked_add(Duration::from_millis(self.since_ms?))?;
         Some(
             SystemTime::now()
                 .duration_since(since)
@@ -229,7 +246,16 @@ impl Holder {
     }
 }
 
-/// A JSON string literal; metadata holds a command line, which may contain anything.
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// A JSON string literal; a label may contain anything.
 fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
@@ -264,8 +290,15 @@ fn hostname() -> String {
 mod tests {
     use super::*;
 
-    fn request(command: &str) -> LockRequest {
-        LockRequest::new("k".into(), Duration::from_secs(1), 3, None, command)
+    fn request(label: &str) -> LockRequest {
+        LockRequest::new(
+            "k".into(),
+            Duration::from_secs(1),
+            3,
+            None,
+            "job",
+            Some(label),
+        )
     }
 
     #[test]
@@ -273,7 +306,9 @@ mod tests {
         let request = request("echo \"hi\"\n");
         assert_eq!(request.token.len(), 36);
         assert!(request.metadata.starts_with(",\"host\":"));
-        assert!(request.metadata.contains(r#""cmd":"echo \"hi\"\n""#));
+        assert!(request
+            .metadata
+            .contains(r#""program":"job","label":"echo \"hi\"\n""#));
         assert!(request.metadata.ends_with(",\"limit\":3}"));
         assert_eq!(
             request.identity(),

@@ -29,8 +29,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 pub use error::is_transient;
-pub use layout::{lock_of_internal_key, Holder, LockRequest, MAX_KEY_LEN, MAX_LIMIT};
-pub use target::Deployment;
+pub use layout::{
+    lock_of_internal_key, Holder, LockRequest, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+};
+pub use target::{holds_secret, Deployment, Password, Sources};
 
 /// The backend for `deployment`: one Redis deployment, or a Redlock quorum over several
 /// independent masters. Nothing is connected yet.

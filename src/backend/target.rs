@@ -4,6 +4,8 @@
 //! several are the independent masters of a Redlock quorum. Nothing is connected here:
 //! `backend::open` and `inspect::Inspector::open` connect on first use.
 
+use std::ops::Range;
+
 use anyhow::{anyhow, bail, Result};
 
 use super::endpoint::Endpoint;
@@ -28,18 +30,45 @@ impl std::fmt::Debug for RedisTarget {
 #[derive(Debug, Clone)]
 pub struct Deployment {
     targets: Vec<RedisTarget>,
+    /// The password given apart from the URLs (a file, the environment), if any.
+    password: Option<Password>,
+    /// The entries as typed on this process's command line (not from the environment).
+    typed: Vec<String>,
+}
+
+/// Where the URLs and a password came from.
+#[derive(Clone, Default)]
+pub struct Sources {
+    /// The password from `--password-file` or `REDLOCK_PASSWORD`, for every URL that has
+    /// none of its own.
+    pub password: Option<Password>,
+    /// The URLs were typed on the command line, where every local user can read them.
+    pub typed: bool,
+}
+
+/// A password, never printed (its `Debug` says `***`).
+#[derive(Clone)]
+pub struct Password(pub String);
+
+impl std::fmt::Debug for Password {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
 }
 
 impl Deployment {
     /// Checks each URL (an entry may hold several, comma-separated, as `REDLOCK_REDIS`
-    /// does). Errors name a URL only in its redacted form.
-    pub fn parse(entries: &[String]) -> Result<Deployment> {
+    /// does), and gives `sources.password` to each that has no password of its own. Errors
+    /// name a URL only in its redacted form.
+    pub fn parse(entries: &[String], sources: Sources) -> Result<Deployment> {
         let mut targets: Vec<RedisTarget> = Vec::new();
         for url in entries.iter().flat_map(|text| split_urls(text)) {
-            let target = RedisTarget {
-                display: redact_url(&url),
-                url,
+            let display = redact_url(&url);
+            let url = match &sources.password {
+                Some(password) => with_password(&url, &password.0),
+                None => url,
             };
+            let target = RedisTarget { display, url };
             check_redis_url(&target)?;
             targets.push(target);
         }
@@ -49,7 +78,15 @@ impl Deployment {
         if targets.len() > 1 {
             refuse_repeated_servers(&targets)?;
         }
-        Ok(Deployment { targets })
+        Ok(Deployment {
+            targets,
+            password: sources.password,
+            typed: if sources.typed {
+                entries.to_vec()
+            } else {
+                Vec::new()
+            },
+        })
     }
 
     pub fn targets(&self) -> &[RedisTarget] {
@@ -61,12 +98,70 @@ impl Deployment {
         self.targets.len() > 1
     }
 
-    /// Each URL with its printable form, for redacting text that may hold one.
+    /// Each secret text with its printable form, for redacting text that may hold one: every
+    /// URL, and a password given apart.
     pub fn secrets(&self) -> Vec<(String, String)> {
-        self.targets
+        let urls = self
+            .targets
             .iter()
-            .map(|target| (target.url.clone(), target.display.clone()))
+            .map(|target| (target.url.clone(), target.display.clone()));
+        let password = self
+            .password
+            .iter()
+            .map(|password| (password.0.clone(), String::from("***")));
+        urls.chain(password).collect()
+    }
+
+    /// The URLs typed on the command line that hold a secret, each with its masked form (the
+    /// same length, secrets as `*`): every local user can read them in `ps` until they are
+    /// overwritten.
+    pub fn typed_secrets(&self) -> Vec<(String, String)> {
+        self.typed
+            .iter()
+            .map(|typed| (typed.clone(), mask_url(typed)))
+            .filter(|(typed, masked)| typed != masked)
             .collect()
+    }
+}
+
+/// Whether `text` (a URL, or a comma-separated list of them) holds a password or a user
+/// part that may be one.
+pub fn holds_secret(text: &str) -> bool {
+    !secret_ranges(text).is_empty()
+}
+
+/// `url` with `password` as its password, unless it has one: in the user part for a TCP,
+/// Sentinel or Cluster URL (`redis://user:PASSWORD@host`), as `pass=` for a unix socket.
+/// Percent-escaped, as a URL's password is read.
+fn with_password(url: &str, password: &str) -> String {
+    let escaped: String = password
+        .bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(byte).to_string()
+            }
+            byte => format!("%{byte:02X}"),
+        })
+        .collect();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    if scheme.ends_with("unix") {
+        if rest.contains("pass=") {
+            return url.to_string();
+        }
+        let joiner = if rest.contains('?') { '&' } else { '?' };
+        return format!("{url}{joiner}pass={escaped}");
+    }
+    // Only the part before the host list or path can be a user part.
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((userinfo, _)) if userinfo.contains(':') => url.to_string(),
+        Some((user, host)) => format!(
+            "{scheme}://{user}:{escaped}@{host}{}",
+            &rest[authority_end..]
+        ),
+        None => format!("{scheme}://:{escaped}@{rest}"),
     }
 }
 
@@ -169,52 +264,64 @@ fn check_redis_url(target: &RedisTarget) -> Result<()> {
 
 /// The URL with any password replaced by `***`: in `user:password@` and in a `pass=`,
 /// `password=` or `sentinel_password=` query parameter (the unix-socket and Sentinel
-/// forms). Works on text, so it also covers URLs that fail to parse. The user part runs to
-/// the *last* `@`: a password may hold `/`, `?`, `#` or `@` unescaped.
+/// forms). A user part without a `:` is hidden whole (`***@`): some clients read
+/// `redis://SECRET@host` as a password. Works on text, so it also covers URLs that fail to
+/// parse, and every scheme, `redis+unix://:pw@/path` included.
 pub fn redact_url(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest),
-        None => (String::new(), url),
-    };
-    // Passwords given as query parameters go first: their values may hold an `@`, which
-    // would otherwise pass for the end of a user part.
-    let rest = redact_query_passwords(rest);
-    // A socket path has no user part; its password is a query parameter.
-    let has_userinfo = !scheme.contains("unix");
-    let (userinfo, rest) = match rest.rsplit_once('@').filter(|_| has_userinfo) {
-        Some((userinfo, rest)) => (Some(userinfo), rest),
-        None => (None, rest.as_str()),
-    };
-    let userinfo = match userinfo {
-        Some(userinfo) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{user}:***@"),
-            None => format!("{userinfo}@"),
-        },
-        None => String::new(),
-    };
-    format!("{scheme}{userinfo}{rest}")
+    let mut out = String::with_capacity(url.len());
+    let mut from = 0;
+    for range in secret_ranges(url) {
+        out.push_str(&url[from..range.start]);
+        out.push_str("***");
+        from = range.end;
+    }
+    out.push_str(&url[from..]);
+    out
 }
 
-/// `text` with the value of every password-like query parameter (`pass`, `password`,
-/// `sentinel_password`) replaced by `***`, up to the next `&`.
-fn redact_query_passwords(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(['?', '&']) {
-        out.push_str(&rest[..=at]);
-        rest = &rest[at + 1..];
+/// The URL with every byte of its secrets replaced by `*`, keeping its length: for text
+/// that must be overwritten in place (this process's command line).
+pub fn mask_url(url: &str) -> String {
+    let mut out = url.as_bytes().to_vec();
+    for range in secret_ranges(url) {
+        out[range].fill(b'*');
+    }
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Where `url`'s secrets are, in order: the values of password-like query parameters, up to
+/// the next `&`; and the password of the user part, or the whole user part when it has no
+/// `:`. The user part runs to the *last* `@` outside those values: a password may hold
+/// `/`, `?`, `#` or `@` unescaped (a socket path with an `@` is hidden too: better too much
+/// than too little).
+fn secret_ranges(url: &str) -> Vec<Range<usize>> {
+    let start = url.find("://").map_or(0, |at| at + 3);
+    let mut ranges = Vec::new();
+    let mut at = start;
+    while let Some(found) = url[at..].find(['?', '&']) {
+        at += found + 1;
         let secret = ["pass=", "password=", "sentinel_password="]
             .into_iter()
-            .find(|name| rest.starts_with(name));
+            .find(|name| url[at..].starts_with(name));
         if let Some(name) = secret {
-            out.push_str(name);
-            out.push_str("***");
-            rest = &rest[name.len()..];
-            rest = &rest[rest.find('&').unwrap_or(rest.len())..];
+            let value = at + name.len();
+            let end = url[value..].find('&').map_or(url.len(), |end| value + end);
+            ranges.push(value..end);
+            at = end;
         }
     }
-    out.push_str(rest);
-    out
+    let in_a_value = |pos: usize| ranges.iter().any(|range| range.contains(&pos));
+    let user_end = url[start..]
+        .match_indices('@')
+        .map(|(pos, _)| start + pos)
+        .rfind(|&pos| !in_a_value(pos));
+    if let Some(end) = user_end {
+        let secret_start = url[start..end].find(':').map_or(start, |c| start + c + 1);
+        // The user part's secret swallows any query value inside it.
+        ranges.retain(|range| range.start > end);
+        ranges.insert(0, secret_start..end);
+    }
+    ranges
 }
 
 #[cfg(test)]
@@ -249,6 +356,18 @@ mod tests {
             redact_url("redis://127.0.0.1:6379"),
             "redis://127.0.0.1:6379"
         );
+        // Forms that once went through in clear.
+        assert_eq!(
+            redact_url("redis+unix://:s3cret@/run/redis.sock"),
+            "redis+unix://:***@/run/redis.sock"
+        );
+        assert_eq!(redact_url("redis://s3cret@host:1"), "redis://***@host:1");
+        assert_eq!(
+            redact_url("unix://s3cret@/run/r.sock"),
+            "unix://***@/run/r.sock"
+        );
+        assert_eq!(redact_url("s3cret@host"), "***@host");
+        assert_eq!(redact_url("bogus://u:p@"), "bogus://u:***@");
         // An `@` in a query password is not the end of a user part.
         assert_eq!(
             redact_url("redis+sentinel://s1/m?sentinel_password=p@ss"),
@@ -270,6 +389,64 @@ mod tests {
             redact_url("rediss+cluster://app:p@ss/w?rd@h1:7000,h2:7001"),
             "rediss+cluster://app:***@h1:7000,h2:7001"
         );
+    }
+
+    #[test]
+    fn a_password_given_apart_goes_where_the_url_has_none() {
+        let pw = "p@ss/w:rd";
+        let escaped = "p%40ss%2Fw%3Ard";
+        assert_eq!(
+            with_password("redis://h:1/2", pw),
+            format!("redis://:{escaped}@h:1/2")
+        );
+        assert_eq!(
+            with_password("rediss://alice@h:1", pw),
+            format!("rediss://alice:{escaped}@h:1")
+        );
+        assert_eq!(with_password("redis://a:own@h", pw), "redis://a:own@h");
+        assert_eq!(
+            with_password("redis+unix:///run/r.sock?db=1", pw),
+            format!("redis+unix:///run/r.sock?db=1&pass={escaped}")
+        );
+        assert_eq!(
+            with_password("redis+sentinel://s1,s2/m?sentinel_password=x", pw),
+            format!("redis+sentinel://:{escaped}@s1,s2/m?sentinel_password=x")
+        );
+        let deployment = Deployment::parse(
+            &["redis://h:1".into()],
+            Sources {
+                password: Some(Password(pw.into())),
+                typed: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(deployment.targets()[0].display, "redis://h:1");
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(deployment.targets()[0].url.as_str())
+                .unwrap();
+        assert_eq!(info.redis_settings().password(), Some(pw));
+        assert!(deployment
+            .secrets()
+            .contains(&(pw.to_string(), "***".to_string())));
+    }
+
+    #[test]
+    fn typed_urls_are_masked_in_place() {
+        let typed = "redis://u:s3cr3t@h:1";
+        assert_eq!(mask_url(typed), "redis://u:******@h:1");
+        let deployment = Deployment::parse(
+            &[typed.into(), "redis://other:2".into()],
+            Sources {
+                password: None,
+                typed: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            deployment.typed_secrets(),
+            [(typed.to_string(), "redis://u:******@h:1".to_string())]
+        );
+        assert!(holds_secret(typed) && !holds_secret("redis://h:1"));
     }
 
     #[test]

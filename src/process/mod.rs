@@ -1,16 +1,19 @@
 //! Everything that touches processes, behind one small facade: readying this process to
 //! supervise (`prepare`), starting the command (`Command`, `spawn`), watching it (`watcher`),
 //! signalling and reaping it (`Child`), and the guardian that ends it if redlock-run cannot
-//! (`Guardian`). Nothing here knows about locks or Redis: the lease's end reaches the
+//! (`Guardian`), and keeping this process's secrets to itself (`protect_secrets`). Nothing
+//! here knows about locks or Redis: the lease's end reaches the
 //! guardian as an `Instant`, and when to signal is `supervise.rs`'s decision.
 
 mod child;
 mod clock;
 mod guardian;
+mod secrets;
 mod spawn;
 
 pub use child::{prepare, spawn, watcher, Child, SpawnError};
 pub use guardian::{Guardian, ReadyGuardian};
+pub use secrets::protect as protect_secrets;
 pub use spawn::Prepared as Command;
 
 /// Readies `argv` to start: its PATH candidates, its arguments and the inherited

@@ -189,8 +189,8 @@ fn help_hides_the_redis_url_from_the_environment() {
 fn unreachable_redis_at_start_exits_125() {
     let dir = TempDir::new("down");
     let port = free_port();
-    let out = Wrapper::bare()
-        .args(["-r", &format!("redis://:downsecret99@127.0.0.1:{port}")])
+    // From the environment: a password typed on the command line adds a warning line.
+    let out = Wrapper::new(&format!("redis://:downsecret99@127.0.0.1:{port}"))
         .args(["-k", "x", "--", "touch"])
         .arg(dir.join("ran"))
         .timeout(Duration::from_secs(20))

@@ -11,6 +11,7 @@ mod lease;
 mod operators;
 mod pauses;
 mod redlock;
+mod secrets;
 mod sentinel;
 mod signals;
 mod support;

@@ -124,7 +124,7 @@ fn status_names_the_holder_in_text_and_json() {
     let holder = hold(server.cmd().args(["-k", "st"]), &dir, "h");
     let fence = fence_of(&dir, "h");
     let host = hostname();
-    let cmd = holder.script().display().to_string();
+    let cmd = program_of(holder.script());
 
     let out = server.cmd().args(["status", "-k", "st"]).run();
     out.assert_code(0);
@@ -169,7 +169,8 @@ fn status_names_the_holder_in_text_and_json() {
     assert_eq!(str_field(h, "token"), token_of(&value));
     assert_eq!(str_field(h, "host"), host);
     assert_eq!(u64_field(h, "pid"), holder.pid() as u64);
-    assert_eq!(str_field(h, "cmd"), cmd);
+    assert_eq!(str_field(h, "program"), cmd);
+    assert_eq!(h["label"], serde_json::Value::Null);
     let since_ms = u64_field(h, "since_ms");
     assert!(
         since_ms + 1000 >= before_ms && since_ms <= now_ms() + 1000,
@@ -433,7 +434,7 @@ fn forced_release_wakes_a_waiter_promptly() {
         "released redlock:fr, held by {} pid {} `{}`",
         hostname(),
         holder.pid(),
-        holder.script().display()
+        program_of(holder.script())
     );
     assert!(said.starts_with(&expected), "{said:?} vs {expected:?}");
 
@@ -525,7 +526,7 @@ fn waiting_message_names_the_holder_once() {
         "redlock-run: {needle} {} pid {} `{}` for ",
         hostname(),
         holder.pid(),
-        holder.script().display()
+        program_of(holder.script())
     );
     assert!(
         lines[0].starts_with(&expected),

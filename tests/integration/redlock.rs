@@ -698,7 +698,7 @@ fn status_list_and_release_show_every_node() {
     eprintln!("status over 3 nodes:\n{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
-    let who = format!("pid {} `{}`", holder.pid(), holder.script().display());
+    let who = format!("pid {} `{}`", holder.pid(), program_of(holder.script()));
     assert!(
         lines[0].starts_with("redlock:st held by ")
             && lines[0].contains(&who)

@@ -220,3 +220,11 @@ pub fn parse_epoch(s: &str) -> f64 {
         .parse()
         .unwrap_or_else(|_| panic!("not a `date +%s.%N` timestamp: {s:?}"))
 }
+
+/// What others see of a holder's command: its program's name (the file name of `script`).
+pub fn program_of(script: &Path) -> String {
+    script
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}

@@ -34,7 +34,8 @@ mod wrapper;
 
 pub use certs::{make_certs, TlsFiles};
 pub use holder::{
-    fence_of, handover_delay, handover_jobs, hold, parse_epoch, start_holding, Holder, Job,
+    fence_of, handover_delay, handover_jobs, hold, parse_epoch, program_of, start_holding, Holder,
+    Job,
 };
 pub use inspect::{assert_uuid_v4, token_of};
 pub use load::{loading_the_machine, run_in_parallel, timing_sensitive};
