@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use crate::backend::inspect::{Inspector, LockView, Slot, Verdict};
+use crate::backend::inspect::{Forced, Inspector, LockView, Slot, Verdict};
 use crate::backend::lock_of_internal_key;
 use crate::config::{AdminAction, AdminConfig};
 use crate::exit::Outcome;
@@ -188,14 +188,21 @@ fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome>
             .force_release(node, lock_key, slot)
             .with_context(|| format!("cannot release {slot_key}{on}"));
         match deleted {
-            Ok(true) => {
+            Ok(forced @ (Forced::Deleted | Forced::DeletedUnannounced)) => {
                 print(&format!("released {slot_key}{on}, held by {who}"))?;
                 deleted_any = true;
+                if forced == Forced::DeletedUnannounced {
+                    report::warn(format_args!(
+                        "Redis refused to announce the release{on}: this user may not \
+                         publish on the release channel, so waiters find the lock free only \
+                         when they next look (see README, \"Security\")"
+                    ));
+                }
             }
-            Ok(false) if quorum => print(&format!(
+            Ok(Forced::Changed) if quorum => print(&format!(
                 "{slot_key}{on} changed while being released; nothing deleted there"
             ))?,
-            Ok(false) => print(&format!(
+            Ok(Forced::Changed) => print(&format!(
                 "{slot_key} changed while being released (no longer held by {who}); nothing \
                  deleted"
             ))?,

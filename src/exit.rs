@@ -47,6 +47,7 @@ impl Outcome {
     /// instead, as the command would have: a calling shell then stops its loop or script as
     /// it would have for the command.
     pub fn exit(self) -> ExitCode {
+        crate::report::flush();
         match self {
             Outcome::Interrupted {
                 signal: libc::SIGINT,

@@ -1,8 +1,13 @@
 //! Everything redlock-run itself says, on stderr, one line at a time, prefixed
-//! `redlock-run:`. stdout belongs to the command. The verbosity is set once at start.
+//! `redlock-run:`, with the control characters of text from outside escaped; written by a
+//! thread of its own, so that a stderr nobody reads cannot stop the run. stdout belongs to
+//! the command. The verbosity is set once at start.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 /// How much redlock-run says on stderr: `-q`, the default, `-v`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -74,7 +79,86 @@ fn line(message: std::fmt::Arguments<'_>) {
         .filter(|l| !l.is_empty())
         .collect();
     let text = format!("redlock-run: {}\n", escape(&folded.join(" ")));
-    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    stderr_writer().send(text.into_bytes());
+}
+
+/// How many lines may wait for a slow stderr before more are dropped.
+const WAITING_LINES: usize = 256;
+/// How long the end of a run waits for its last lines to reach stderr.
+const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+
+/// Writes the lines on stderr from a thread of its own, started with the first line, so
+/// that a stderr nobody reads (a full pipe) can never hold up the run: the loop that must
+/// stop a command on a lost lock, or act on a SIGTERM, never blocks in `write`. Lines keep
+/// their order; past `WAITING_LINES` unwritten ones, new lines are dropped.
+struct StderrWriter {
+    lines: SyncSender<Vec<u8>>,
+    /// Lines sent and not yet written.
+    pending: Arc<AtomicUsize>,
+}
+
+impl StderrWriter {
+    fn start() -> Option<StderrWriter> {
+        let (lines, queue) = mpsc::sync_channel::<Vec<u8>>(WAITING_LINES);
+        let pending = Arc::new(AtomicUsize::new(0));
+        let written = Arc::clone(&pending);
+        std::thread::Builder::new()
+            .name("stderr".into())
+            .spawn(move || {
+                for line in queue {
+                    let _ = std::io::stderr().lock().write_all(&line);
+                    written.fetch_sub(1, Ordering::SeqCst);
+                }
+            })
+            .ok()?;
+        Some(StderrWriter { lines, pending })
+    }
+
+    fn send(&self, line: Vec<u8>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        if self.lines.try_send(line).is_err() {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The writer, started on first use.
+static WRITER: OnceLock<Writer> = OnceLock::new();
+
+/// The writer; if no thread can be started, each line is written by the thread that says it.
+fn stderr_writer() -> &'static Writer {
+    WRITER.get_or_init(|| match StderrWriter::start() {
+        Some(writer) => Writer::Thread(writer),
+        None => Writer::Direct,
+    })
+}
+
+enum Writer {
+    Thread(StderrWriter),
+    Direct,
+}
+
+impl Writer {
+    fn send(&self, line: Vec<u8>) {
+        match self {
+            Writer::Thread(writer) => writer.send(line),
+            Writer::Direct => {
+                let _ = std::io::stderr().lock().write_all(&line);
+            }
+        }
+    }
+}
+
+/// Waits (a little) for the lines said so far to reach stderr: at the end of the run, so
+/// that its last words are not lost, unless nobody reads them.
+pub fn flush() {
+    let Some(Writer::Thread(writer)) = WRITER.get() else {
+        return;
+    };
+    let until = std::time::Instant::now() + FLUSH_LIMIT;
+    while writer.pending.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 /// `text` with every control character (C0, DEL, C1) escaped, `\n` and `\x1b` style, so
@@ -128,5 +212,6 @@ pub fn redact_panics(pairs: Vec<(String, String)>) {
                 text.replace(secret, shown)
             });
         line(format_args!("internal error: {text}"));
+        flush();
     }));
 }

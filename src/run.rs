@@ -5,11 +5,11 @@
 
 use std::io::IsTerminal;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{self, Attempt, LockBackend, LockRequest, Released};
+use crate::backend::{self, is_try_later, Attempt, LockBackend, LockRequest, Released};
 use crate::config::{Config, Wait};
 use crate::event::Event;
 use crate::exit::Outcome;
@@ -215,11 +215,9 @@ fn acquire(
     events: &Receiver<Event>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
-    let blocker = match backend
-        .try_acquire()
-        .with_context(|| format!("cannot take {}", config.key))?
-    {
-        Attempt::Acquired { sent_at, fence } => {
+    let waits = config.wait != Wait::For(Duration::ZERO);
+    let blocker = match backend.try_acquire() {
+        Ok(Attempt::Acquired { sent_at, fence }) => {
             return Ok(Acquisition::Held {
                 backend,
                 sent_at,
@@ -227,10 +225,15 @@ fn acquire(
                 guardian: None,
             })
         }
-        Attempt::Busy { holder, ahead, .. } => Blocker { holder, ahead },
+        Ok(Attempt::Busy { holder, ahead, .. }) => Some(Blocker { holder, ahead }),
+        // A server that answers "not now" (loading, at its client limit, failing over) is
+        // waited out within --wait, like a busy lock. One that cannot be reached at all
+        // fails the run at once: waiting for ever on a wrong URL helps no one.
+        Err(err) if waits && is_try_later(&err) => None,
+        Err(err) => return Err(err.context(format!("cannot take {}", config.key))),
     };
-    let deadline = match config.wait {
-        Wait::For(limit) if limit.is_zero() => {
+    let deadline = match (config.wait, &blocker) {
+        (Wait::For(limit), Some(blocker)) if limit.is_zero() => {
             backend.abandon();
             report::info(format_args!(
                 "{} is {}; not waiting",
@@ -239,8 +242,8 @@ fn acquire(
             ));
             return Ok(not_acquired(config));
         }
-        Wait::For(limit) => Some(started + limit),
-        Wait::Forever => None,
+        (Wait::For(limit), _) => Some(started + limit),
+        (Wait::Forever, _) => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
     // Forked now, so that the fork is off the path from the holder's release to our command's
@@ -275,6 +278,14 @@ fn acquire(
                 report::duration(started.elapsed())
             ));
             Ok(not_acquired(config))
+        }
+        Waited::Unreachable(err) => {
+            backend.abandon();
+            Err(err.context(format!(
+                "cannot take {}: gave up after {}",
+                config.key,
+                report::duration(started.elapsed())
+            )))
         }
         Waited::Interrupted { signal } => {
             backend.abandon();
@@ -320,6 +331,12 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) {
     let keep_for = lease::min_hold_left(config.min_hold, lease.acquired_at(), now);
     match backend.release(keep_for, deadline) {
         Ok(Released::Deleted) => report::verbose(format_args!("lock released")),
+        Ok(Released::DeletedUnannounced) => report::warn(format_args!(
+            "released {}, but Redis refused to announce it: this user may not publish on \
+             the release channel, so waiters find the lock free only when they next look \
+             (see README, \"Security\")",
+            config.key
+        )),
         Ok(Released::KeptUntilMinHold) => report::verbose(format_args!(
             "lock kept until the --min-hold mark, {} from now",
             report::duration(keep_for.unwrap_or_default())

@@ -1,37 +1,55 @@
 //! Waiting for a busy lock: subscribe to release notices, then try again on each notice or
 //! when the holder's lease would have run out, until the lock is ours, the deadline passes,
-//! or a signal ends the wait. It never polls on a fixed tick: a waiter costs Redis one
-//! command per notice, or one per holder lease (two thirds of the holder's TTL while it
-//! renews), and starts within a round trip of a release.
+//! or a signal ends the wait. Behind a holder of ours it never polls on a fixed tick: a
+//! waiter costs Redis one command per notice, or one per holder lease (two thirds of the
+//! holder's TTL while it renews), and starts within a round trip of a release. Two kinds of
+//! holder cannot announce their release, and are polled instead, with backoff and jitter so
+//! that waiters spread out: a holder that is not redlock-run (another client's `SET NX`
+//! lock, another application's key), and any holder when this Redis user may not subscribe
+//! (its ACL lacks the channel).
+//!
+//! Every wait makes a last attempt at its deadline; one that ends while Redis cannot be
+//! reached says so (`Waited::Unreachable`) instead of calling the lock still held. A
+//! subscription that had to be made again is followed by an attempt at once: a release in
+//! the gap went unheard.
 //!
 //! It runs on the main thread and listens on the same event channel as the supervisor, so a
 //! signal and a release notice are heard in the order they came; an attempt in flight when a
 //! signal arrives finishes first, and `run.rs` releases a lock that was taken that way. It
-//! prints nothing but `-v` detail; `run.rs` decides what a result means.
+//! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
+//! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::backend::{is_transient, Attempt, LockBackend, Notice, Subscription};
+use crate::backend::{
+    is_refused_by_acl, is_transient, Attempt, Holder, LockBackend, Notice, Subscription,
+};
 use crate::event::Event;
 use crate::holder::Blocker;
 use crate::report;
 
 /// Re-check a key that has no TTL (not ours to judge: another tool's lock or another
-/// application's data) this often; only a release notice or its deletion frees it.
+/// application's data) at least this often.
 const NO_TTL_RECHECK: Duration = Duration::from_secs(10);
 /// Back-off bounds while Redis cannot be reached during a wait.
 const RECONNECT_MIN: Duration = Duration::from_millis(100);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
+/// Polling a holder that will never announce its release: from this, doubling, up to the
+/// next; each with up to a quarter more at random.
+const FOREIGN_POLL_MIN: Duration = Duration::from_millis(50);
+const FOREIGN_POLL_MAX: Duration = Duration::from_secs(1);
+/// Polling when the Redis user may not subscribe: a release is seen this late at most.
+const NO_NOTICES_POLL: Duration = Duration::from_millis(250);
 /// Longest random pause before retrying after contenders split the Redlock nodes: long
 /// next to one round over the nodes, short next to a job.
 const SPLIT_PAUSE_MAX: Duration = Duration::from_millis(50);
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Waited {
     /// The lock is ours; the lease started no earlier than `sent_at`.
     Acquired {
@@ -39,6 +57,8 @@ pub enum Waited {
         fence: u64,
     },
     TimedOut,
+    /// The deadline passed while Redis could not be reached (the last attempt failed so).
+    Unreachable(anyhow::Error),
     /// A signal arrived; nothing was taken.
     Interrupted {
         signal: libc::c_int,
@@ -56,42 +76,76 @@ pub struct WaitPlan {
     pub announce: bool,
 }
 
+/// How release notices reach the waiter.
+enum Listening {
+    /// Not subscribed (yet, or any more).
+    Not,
+    /// Held for as long as it should last: dropping it ends the subscription.
+    Subscribed { _kept: Subscription },
+    /// The ACL refuses the subscription: poll.
+    Polling,
+}
+
 /// Waits until the lock is ours, the plan's deadline passes or a signal arrives on
-/// `events`. The caller has already found the lock busy once, because of `blocker`.
+/// `events`. The caller has found the lock busy once, because of `blocker`, or (`None`)
+/// could not reach Redis.
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
     key: &str,
     plan: WaitPlan,
-    blocker: Blocker,
+    blocker: Option<Blocker>,
     events_tx: &Sender<Event>,
     events: &Receiver<Event>,
 ) -> Result<Waited> {
     let started = Instant::now();
     let mut announcer = Announcer::new(plan.announce, started, blocker);
-    let mut subscription: Option<Subscription> = None;
+    let mut listening = Listening::Not;
+    let mut subscribed_before = false;
     let mut next_try = Instant::now();
     // A release notice brings the next try forward, but not before this.
     let mut not_before = Instant::now();
     let mut failures = 0u32;
-    // Split Redlock attempts in a row (see `split_pause`).
-    let mut splits = 0u32;
+    // Why the last attempt (or subscription) failed, if it did.
+    let mut last_failure: Option<anyhow::Error> = None;
+    // Split Redlock attempts in a row (see `split_pause`), polls of a foreign holder.
+    let (mut splits, mut polls) = (0u32, 0u32);
     loop {
-        if subscription.is_none() {
+        if matches!(listening, Listening::Not) {
             let notices = events_tx.clone();
             let forward = Box::new(move |notice| notices.send(Event::Notice(notice)).is_ok());
             match backend.subscribe(forward) {
-                Ok(subscribed) => subscription = Some(subscribed),
+                Ok(subscription) => {
+                    listening = Listening::Subscribed {
+                        _kept: subscription,
+                    };
+                    last_failure = None;
+                    if subscribed_before {
+                        next_try = Instant::now();
+                    }
+                    subscribed_before = true;
+                }
+                Err(err) if is_refused_by_acl(&err) => {
+                    report::warn(format_args!(
+                        "{err:#}; without release notices, looking every {} instead",
+                        report::duration(NO_NOTICES_POLL)
+                    ));
+                    listening = Listening::Polling;
+                }
                 Err(err) if is_transient(&err) => {
                     failures += 1;
                     next_try = Instant::now() + backoff(failures);
                     report_unreachable(&err, failures);
+                    last_failure = Some(err);
                 }
                 Err(err) => return Err(err),
             }
         }
 
-        // Subscribed first, then tried: a release between the two cannot be missed.
-        if subscription.is_some() && Instant::now() >= next_try {
+        // Subscribed first, then tried: a release between the two cannot be missed. At the
+        // deadline, one last try whatever the schedule.
+        let at_deadline = plan.deadline.is_some_and(|d| Instant::now() >= d);
+        let listens = !matches!(listening, Listening::Not);
+        if (listens && Instant::now() >= next_try) || at_deadline {
             match backend.try_acquire() {
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
@@ -103,13 +157,21 @@ pub fn wait_for_lock(
                     split,
                 }) => {
                     failures = 0;
+                    last_failure = None;
+                    let silent = holder_cannot_announce(holder.as_deref(), ahead);
                     announcer.blocked_by(Blocker { holder, ahead });
                     splits = if split { splits + 1 } else { 0 };
-                    let mut delay = if split {
-                        split_pause(splits).min(retry_delay(holder_ttl))
-                    } else {
-                        retry_delay(holder_ttl)
-                    };
+                    polls = if silent { polls + 1 } else { 0 };
+                    let mut delay = retry_delay(holder_ttl);
+                    if split {
+                        delay = delay.min(split_pause(splits));
+                    }
+                    if silent {
+                        delay = delay.min(foreign_poll(polls));
+                    }
+                    if matches!(listening, Listening::Polling) {
+                        delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
+                    }
                     if let Some(heartbeat) = plan.heartbeat {
                         delay = delay.min(heartbeat);
                     }
@@ -126,14 +188,18 @@ pub fn wait_for_lock(
                     failures += 1;
                     next_try = Instant::now() + backoff(failures);
                     report_unreachable(&err, failures);
+                    last_failure = Some(err);
                 }
                 Err(err) => return Err(err),
             }
         }
 
         let now = Instant::now();
-        if plan.deadline.is_some_and(|deadline| now >= deadline) {
-            return Ok(Waited::TimedOut);
+        if at_deadline {
+            return Ok(match last_failure {
+                Some(err) => Waited::Unreachable(err),
+                None => Waited::TimedOut,
+            });
         }
         announcer.speak_if_due(key, now);
         let mut wake_at = plan
@@ -149,7 +215,7 @@ pub fn wait_for_lock(
             }
             Ok(Event::Notice(Notice::Broken(err))) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));
-                subscription = None;
+                listening = Listening::Not;
             }
             Ok(Event::Signal { signal, .. }) => return Ok(Waited::Interrupted { signal }),
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
@@ -158,18 +224,29 @@ pub fn wait_for_lock(
     }
 }
 
+/// Whether the holder that refused us will never announce its release: a value that
+/// redlock-run did not write (another client's lock), or a key that is not a string
+/// (another application's data). A fair queue ahead of us is ours, and announces.
+fn holder_cannot_announce(holder: Option<&str>, ahead: u32) -> bool {
+    match holder {
+        Some(value) => Holder::parse(value).is_none(),
+        None => ahead == 0,
+    }
+}
+
 /// Names the holder on stderr once a wait has lasted a second, and again each time the
 /// holder changes; never in a loop.
 struct Announcer {
     enabled: bool,
     due: Instant,
-    blocker: Blocker,
+    /// What the last attempt that reached Redis found; `None` before one did.
+    blocker: Option<Blocker>,
     /// Who was last named, so a renewal (same holder) says nothing new.
     named: Option<(Option<String>, bool)>,
 }
 
 impl Announcer {
-    fn new(enabled: bool, started: Instant, blocker: Blocker) -> Announcer {
+    fn new(enabled: bool, started: Instant, blocker: Option<Blocker>) -> Announcer {
         Announcer {
             enabled,
             due: started + ANNOUNCE_AFTER,
@@ -179,7 +256,7 @@ impl Announcer {
     }
 
     fn blocked_by(&mut self, blocker: Blocker) {
-        self.blocker = blocker;
+        self.blocker = Some(blocker);
     }
 
     /// When it next needs to wake up to speak, if ever.
@@ -188,14 +265,18 @@ impl Announcer {
     }
 
     fn speak_if_due(&mut self, key: &str, now: Instant) {
-        if !self.enabled || now < self.due {
+        let Some(blocker) = self
+            .blocker
+            .as_ref()
+            .filter(|_| self.enabled && now >= self.due)
+        else {
             return;
-        }
-        let who = self.blocker.identity();
+        };
+        let who = blocker.identity();
         if self.named.as_ref() == Some(&who) {
             return;
         }
-        report::line_anyway(format_args!("waiting for {key}: {}", self.blocker.phrase()));
+        report::line_anyway(format_args!("waiting for {key}: {}", blocker.phrase()));
         self.named = Some(who);
     }
 }
@@ -206,6 +287,16 @@ pub fn retry_delay(holder_ttl: Option<Duration>) -> Duration {
     let base = holder_ttl.unwrap_or(NO_TTL_RECHECK);
     let jitter_cap = (base / 10).clamp(Duration::from_millis(1), Duration::from_millis(250));
     base + Duration::from_millis(1) + jitter(jitter_cap)
+}
+
+/// The pause before the `polls`-th look at a holder that will not announce its release:
+/// doubling from `FOREIGN_POLL_MIN` to `FOREIGN_POLL_MAX`, with up to a quarter more at
+/// random so that waiters spread out.
+fn foreign_poll(polls: u32) -> Duration {
+    let base = FOREIGN_POLL_MIN
+        .saturating_mul(1 << polls.saturating_sub(1).min(10))
+        .min(FOREIGN_POLL_MAX);
+    base + jitter(base / 4)
 }
 
 /// After the `splits`-th split Redlock attempt in a row: a random pause, so that contenders
@@ -260,6 +351,23 @@ mod tests {
         let first: Vec<Duration> = (0..50).map(|_| split_pause(1)).collect();
         assert!(first.iter().any(|pause| *pause != first[0]), "not random");
         assert!(split_pause(30) <= SPLIT_PAUSE_MAX * 256 + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn foreign_holders_are_polled_with_backoff() {
+        assert!(foreign_poll(1) < FOREIGN_POLL_MIN * 2);
+        assert!(foreign_poll(3) >= FOREIGN_POLL_MIN * 4);
+        assert!(foreign_poll(40) <= FOREIGN_POLL_MAX + FOREIGN_POLL_MAX / 4);
+        assert!(holder_cannot_announce(Some("another client's token"), 0));
+        assert!(
+            holder_cannot_announce(None, 0),
+            "not a string: another application's"
+        );
+        assert!(!holder_cannot_announce(None, 2), "a fair queue");
+        assert!(!holder_cannot_announce(
+            Some(r#"{"token":"t","fence":1}"#),
+            0
+        ));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use redis::{
 };
 
 use super::endpoint::{Endpoint, Target};
-use super::error::{describe_error, time_left, BackendError};
+use super::error::{describe_error, is_permission_error, time_left, BackendError};
 use super::scripts;
 use super::target::RedisTarget;
 
@@ -68,7 +68,8 @@ impl Session<'_> {
     }
 
     /// Runs `script` by SHA. A server that does not have it gets every script loaded and
-    /// this one run in a single round trip.
+    /// this one run in a single round trip; a user who may not load scripts gets this one
+    /// sent whole.
     pub fn eval<T: FromRedisValue>(
         &mut self,
         script: &Script,
@@ -104,9 +105,30 @@ impl Session<'_> {
             }
             pipe.add_command(evalsha.clone()).query(connection)
         };
-        let reply = self.send(key, load_and_run)?;
-        let (reply,): (T,) = reply.map_err(|(err, node)| describe_error(err, &node))?;
-        Ok(reply)
+        match self.send(key, load_and_run)? {
+            // SCRIPT LOAD is refused to this user ("no permissions to run the 'script|load'
+            // command", or 'script' on Redis 6): send the script itself (EVAL, which also
+            // leaves it in the server's cache).
+            Err((err, _)) if is_permission_error(&err) && err.to_string().contains("'script") => {}
+            reply => {
+                let (reply,): (T,) = reply.map_err(|(err, node)| describe_error(err, &node))?;
+                return Ok(reply);
+            }
+        }
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(scripts::source_of(script))
+            .arg(keys.len())
+            .arg(keys)
+            .arg(args);
+        let run_source = |connection: &mut Connection, asking: bool| {
+            if !asking {
+                return eval.query(connection);
+            }
+            let (reply,): (T,) = with_asking(&eval).query(connection)?;
+            Ok(reply)
+        };
+        self.send(key, run_source)?
+            .map_err(|(err, node)| describe_error(err, &node))
     }
 
     /// The connections are not to be used again after this call, although it succeeded.
@@ -176,6 +198,8 @@ impl Session<'_> {
                 self.display()
             ),
             transient: true,
+            permission: false,
+            try_later: false,
         }))
     }
 

@@ -14,6 +14,11 @@ use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 pub struct BackendError {
     pub message: String,
     pub transient: bool,
+    /// The user's ACL refused a command, key or channel.
+    pub permission: bool,
+    /// The server answered, but asked to be asked later: it is loading its data, busy with
+    /// a script, cut off from its master, failing over, or at its client limit.
+    pub try_later: bool,
 }
 
 impl std::fmt::Display for BackendError {
@@ -29,6 +34,20 @@ pub fn is_transient(err: &anyhow::Error) -> bool {
     err.chain()
         .filter_map(|cause| cause.downcast_ref::<BackendError>())
         .any(|cause| cause.transient)
+}
+
+/// Whether the server answered "not now" (see `BackendError::try_later`).
+pub fn is_try_later(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<BackendError>())
+        .any(|cause| cause.try_later)
+}
+
+/// Whether the user's ACL refused something redlock-run asked for.
+pub fn is_refused_by_acl(err: &anyhow::Error) -> bool {
+    err.chain()
+        .filter_map(|cause| cause.downcast_ref::<BackendError>())
+        .any(|cause| cause.permission)
 }
 
 /// How long the next step may take: `timeout`, or less if `deadline` is sooner. Once the
@@ -50,6 +69,15 @@ pub(super) fn time_left(timeout: Duration, deadline: Option<Instant>) -> RedisRe
 /// Turns a Redis error into one line that says what failed and where, never with a password.
 pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
     let message = match err.kind() {
+        _ if needs_credentials(&err) => format!(
+            "authentication required at {display}: the server wants a password (in the URL, \
+             REDLOCK_PASSWORD or --password-file), and a user name if it uses ACL users"
+        ),
+        _ if is_permission_error(&err) => format!(
+            "{display} refused a command redlock-run needs: {}; see README, \"Security\", \
+             for the ACL rules a user of redlock-run needs",
+            permission_detail(&err)
+        ),
         _ if is_auth_error(&err) => format!("authentication failed at {display}: {err}"),
         ErrorKind::Io if err.is_connection_refusal() => {
             format!("cannot connect to {display}: {err}")
@@ -70,19 +98,51 @@ pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
         err.code(),
         Some("READONLY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN")
     );
+    // Try later: a script running too long (BUSY), or the server at its client limit.
+    let busy = err.code() == Some("BUSY") || err.to_string().contains("max number of clients");
     anyhow::Error::new(BackendError {
         message,
         transient: err.is_io_error()
             || err.is_timeout()
             || err.is_connection_dropped()
-            || failing_over,
+            || failing_over
+            || busy,
+        permission: is_permission_error(&err),
+        try_later: failing_over || busy,
     })
 }
 
-/// Whether the server turned our credentials down: a refusal that retrying will not change.
+/// Whether the server turned our credentials, or what they allow, down: a refusal that
+/// retrying will not change.
 pub(super) fn is_auth_error(err: &RedisError) -> bool {
     err.kind() == ErrorKind::AuthenticationFailed
-        || matches!(err.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
+        || matches!(err.code(), Some("WRONGPASS"))
+        || needs_credentials(err)
+        || is_permission_error(err)
+}
+
+/// Whether the server wants credentials we did not give: `NOAUTH`, or the protocol error
+/// Redis 7 answers an unauthenticated client's longer request with.
+fn needs_credentials(err: &RedisError) -> bool {
+    err.code() == Some("NOAUTH") || err.to_string().contains("unauthenticated")
+}
+
+/// Whether the user's ACL forbids a command, key or channel: `NOPERM` from the server, or
+/// raised by a script of ours (`scripts/prelude.lua`) as `... NOPERM <what> ...`.
+pub(super) fn is_permission_error(err: &RedisError) -> bool {
+    err.code() == Some("NOPERM") || err.to_string().contains("NOPERM ")
+}
+
+/// What the ACL refused, from a permission error: the text from `NOPERM` on, without the
+/// script's name and line that Redis adds.
+fn permission_detail(err: &RedisError) -> String {
+    let text = err.detail().map_or_else(|| err.to_string(), str::to_string);
+    let text = match text.find("NOPERM ") {
+        Some(at) => &text[at + "NOPERM ".len()..],
+        None => text.as_str(),
+    };
+    let text = text.split(" script: ").next().unwrap_or(text);
+    text.trim().to_string()
 }
 
 #[cfg(test)]
@@ -104,6 +164,7 @@ mod tests {
             "NOAUTH Authentication required.",
             "WRONGPASS invalid",
             "NOPERM no",
+            "ERR user_script:1: NOPERM the ACL does not allow GET script: 62cd, on @user_script:1.",
         ] {
             assert!(is_auth_error(&server_error(line)), "{line}");
         }
@@ -111,6 +172,31 @@ mod tests {
         let described = describe_error(at_connect, "redis://h:1");
         assert!(!is_transient(&described), "{described:#}");
         assert!(format!("{described:#}").starts_with("authentication failed at redis://h:1"));
+    }
+
+    #[test]
+    fn each_refusal_is_named_for_what_it_is() {
+        let described = |line: &str| format!("{:#}", describe_error(server_error(line), "R"));
+        assert!(described("NOAUTH Authentication required.")
+            .starts_with("authentication required at R: the server wants a password"));
+        assert!(
+            described("ERR Protocol error: unauthenticated multibulk length")
+                .starts_with("authentication required at R")
+        );
+        assert_eq!(
+            described(
+                "ERR Error running script (call to f_d3): @user_script:1: user_script:1: \
+                 NOPERM the ACL of this user does not allow PEXPIRE, which redlock-run needs"
+            ),
+            "R refused a command redlock-run needs: the ACL of this user does not allow \
+             PEXPIRE, which redlock-run needs; see README, \"Security\", for the ACL rules a \
+             user of redlock-run needs"
+        );
+        assert!(described(
+            "NOPERM this user has no permissions to access one of the keys used as arguments"
+        )
+        .contains("refused a command redlock-run needs: this user has no permissions to access"));
+        assert!(described("WRONGPASS invalid").starts_with("authentication failed at R"));
     }
 
     #[test]

@@ -43,6 +43,17 @@ pub struct LockView {
     pub nodes: Vec<NodeView>,
 }
 
+/// How a forced release went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    /// Deleted, and the waiters told.
+    Deleted,
+    /// Deleted, but the server refused to tell the waiters (the user may not publish).
+    DeletedUnannounced,
+    /// It changed or vanished since it was read: nothing deleted.
+    Changed,
+}
+
 /// What the nodes say together.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -139,9 +150,8 @@ impl Inspector {
     }
 
     /// Deletes `slot` of the lock `key` on node `node` if it still holds the value read, and
-    /// wakes the lock's waiters. Returns whether it was deleted (false: it changed or
-    /// vanished in the meantime).
-    pub fn force_release(&mut self, node: usize, key: &str, slot: &Slot) -> Result<bool> {
+    /// wakes the lock's waiters.
+    pub fn force_release(&mut self, node: usize, key: &str, slot: &Slot) -> Result<Forced> {
         force_release(&mut self.links[node], key, slot)
     }
 
@@ -287,17 +297,20 @@ fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Deletes `slot` if it still holds the value read, and wakes the lock's waiters. Returns
-/// whether it was deleted (false: it changed or vanished in the meantime).
-fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<bool> {
+/// Deletes `slot` if it still holds the value read, and wakes the lock's waiters.
+fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<Forced> {
     let Some(value) = &slot.value else {
-        return Ok(false);
+        return Ok(Forced::Changed);
     };
     let channel = release_channel(lock_key);
     let deleted: i64 = link.call(None, |session| {
         session.eval(&FORCE_RELEASE, &[&slot.key], &[value, &channel])
     })?;
-    Ok(deleted == 1)
+    Ok(match deleted {
+        1 => Forced::Deleted,
+        2 => Forced::DeletedUnannounced,
+        _ => Forced::Changed,
+    })
 }
 
 fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {

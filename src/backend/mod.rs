@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-pub use error::is_transient;
+pub use error::{is_refused_by_acl, is_transient, is_try_later};
 pub use layout::{
     lock_of_internal_key, Holder, LockRequest, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
 };
@@ -82,6 +82,9 @@ pub enum Renewal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Released {
     Deleted,
+    /// Deleted, but the server refused to announce it (the user may not publish on the
+    /// release channel): waiters find the lock free only when they next look.
+    DeletedUnannounced,
     /// Left to expire at the `--min-hold` mark.
     KeptUntilMinHold,
     /// The key was gone or someone else's; nothing was touched.

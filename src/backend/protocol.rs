@@ -173,6 +173,7 @@ impl SingleRedis {
         Ok(match released {
             1 => Released::Deleted,
             2 => Released::KeptUntilMinHold,
+            3 => Released::DeletedUnannounced,
             _ => Released::NotOurs,
         })
     }
@@ -234,15 +235,22 @@ impl LockBackend for SingleRedis {
         std::thread::Builder::new()
             .name("release-notices".into())
             .spawn(move || {
-                let mut pubsub = connection.as_pubsub();
-                let subscribed = pubsub
+                // SUBSCRIBE as a plain command, so that a refusal (an ACL without the
+                // channel) is an error here: the redis crate's own `subscribe` drops the
+                // server's error reply, and the subscription would silently never hear.
+                let subscribed = connection
                     .set_read_timeout(Some(timeout))
-                    .and_then(|()| pubsub.subscribe(&channel))
-                    .and_then(|()| pubsub.set_read_timeout(Some(SUBSCRIBER_CHECK)));
+                    .and_then(|()| {
+                        redis::cmd("SUBSCRIBE")
+                            .arg(&channel)
+                            .query::<redis::Value>(&mut connection)
+                    })
+                    .and_then(|_| connection.set_read_timeout(Some(SUBSCRIBER_CHECK)));
                 if let Err(err) = subscribed {
                     let _ = ready_tx.send(Err(describe_error(err, &display)));
                     return;
                 }
+                let pubsub = connection.as_pubsub();
                 let _ = ready_tx.send(Ok(()));
                 listen(pubsub, sink, &stopped, &display);
             })

@@ -284,3 +284,57 @@ fn lost_lock_kills_the_whole_process_group() {
         || live_in_group(pid).is_empty(),
     );
 }
+
+/// Its stderr a full pipe that nobody reads: redlock-run still stops the command on a lost
+/// lock and exits 76, and a SIGTERM still reaches it (it used to block in `write` for good).
+#[test]
+fn a_full_stderr_never_stops_redlock_run() {
+    let server = RedisServer::start();
+    let (unread, stderr) = std::io::pipe().expect("a pipe");
+    let mut run = std::process::Command::new(BIN)
+        .env("REDLOCK_REDIS", server.url())
+        .args([
+            "-k",
+            "fs",
+            "--ttl",
+            "1s",
+            "--kill-after",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+        ])
+        .arg("head -c 200000 /dev/zero >&2; sleep 60")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("starting redlock-run");
+    wait_until(Duration::from_secs(15), "the lock to be taken", || {
+        server.exists("redlock:fs")
+    });
+    // The command has filled the pipe by now (200 KB against 64 KB), or will have soon.
+    std::thread::sleep(Duration::from_millis(300));
+    server.del("redlock:fs");
+    let lost = Instant::now();
+    let status = loop {
+        if let Some(status) = run.try_wait().unwrap() {
+            break status;
+        }
+        if lost.elapsed() > Duration::from_secs(5) {
+            signal(run.id() as i32, libc::SIGTERM);
+        }
+        assert!(
+            lost.elapsed() < Duration::from_secs(20),
+            "redlock-run is stuck; its stderr is full"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(unread);
+    assert_eq!(status.code(), Some(76), "{status:?}");
+    assert!(
+        lost.elapsed() < Duration::from_secs(5),
+        "it took {:?} to end",
+        lost.elapsed()
+    );
+}

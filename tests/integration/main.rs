@@ -1,6 +1,7 @@
 //! The integration suite: one test binary, one module per theme. Every test starts its own
 //! `redis-server` (see `support`), so tests run in parallel and never skip.
 
+mod acl;
 mod cluster;
 mod completions;
 mod errors;
@@ -17,3 +18,4 @@ mod signals;
 mod support;
 mod terminal;
 mod tls;
+mod waiting;

@@ -98,6 +98,8 @@ impl Cluster {
                      being set up)"
                 ),
                 transient: true,
+                permission: false,
+                try_later: false,
             })),
         }
     }
@@ -146,6 +148,8 @@ impl Cluster {
         Err(anyhow::Error::new(BackendError {
             message: format!("cannot read the slot map of {display}: {last}"),
             transient: true,
+            permission: false,
+            try_later: false,
         }))
     }
 

@@ -213,6 +213,8 @@ impl LockBackend for Quorum {
                     humantime::format_duration(self.ttl)
                 ),
                 transient: true,
+                permission: false,
+                try_later: false,
             }));
         }
         // Busy when a majority answered and some of it holds another's value (with a node
@@ -323,6 +325,8 @@ impl LockBackend for Quorum {
             Released::KeptUntilMinHold
         } else if tally.deleted > 0 {
             Released::Deleted
+        } else if tally.unannounced > 0 {
+            Released::DeletedUnannounced
         } else if tally.not_ours > 0 {
             Released::NotOurs
         } else if tally.errors.is_empty() {

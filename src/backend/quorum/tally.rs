@@ -97,6 +97,8 @@ impl Tally {
                 reasons.join("; ")
             ),
             transient,
+            permission: false,
+            try_later: false,
         })
     }
 }
@@ -111,6 +113,8 @@ pub fn majority(nodes: usize) -> usize {
 pub(super) struct ReleaseTally {
     pub(super) answered: usize,
     pub(super) deleted: usize,
+    /// Deleted, but the node refused the announcement.
+    pub(super) unannounced: usize,
     pub(super) kept: usize,
     pub(super) not_ours: usize,
     pub(super) errors: Vec<String>,
@@ -122,6 +126,7 @@ impl ReleaseTally {
         self.answered += 1;
         match answer {
             Answer::Release(Ok(Released::Deleted)) => self.deleted += 1,
+            Answer::Release(Ok(Released::DeletedUnannounced)) => self.unannounced += 1,
             Answer::Release(Ok(Released::KeptUntilMinHold)) => self.kept += 1,
             Answer::Release(Ok(Released::NotOurs)) => self.not_ours += 1,
             Answer::Release(Err(err)) => self.errors.push(format!("{node}: {err:#}")),

@@ -24,7 +24,7 @@ local ttl = tonumber(ARGV[3])
 
 -- A semaphore with holders records its limit; anyone passing another one is refused, even
 -- when the slots it would look at are free.
-local declared = redis.pcall('GET', KEYS[n + 1])
+local declared = read(KEYS[n + 1])
 if type(declared) == 'string' and tonumber(declared) ~= n then
   return {-1, tonumber(declared) or 0, '', 0}
 end
@@ -33,22 +33,22 @@ local soonest = -1
 local holder = ''
 
 local function held_for(key)
-  local pttl = redis.call('PTTL', key)
+  local pttl = call('PTTL', key)
   if pttl >= 0 and (soonest < 0 or pttl < soonest) then
     soonest = pttl
   end
 end
 
 for i = 1, n do
-  -- pcall: a hash or list under this name (another application's data) makes GET fail;
-  -- such a slot is simply someone else's, for as long as it exists.
-  local current = redis.pcall('GET', KEYS[i])
+  -- A hash or list under this name (another application's data) is simply someone
+  -- else's, for as long as it exists.
+  local current = read(KEYS[i])
   if current == false then
     table.insert(free, i)
   elseif type(current) == 'string' then
     if string.sub(current, 1, #identity) == identity then
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
-      redis.call('PEXPIRE', KEYS[i], ARGV[3])
+      call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
       return {1, i, fence or '0', 0}
     end
@@ -67,31 +67,41 @@ if tonumber(ARGV[5]) > 0 then
   -- Fair: join the queue (or stay in it), drop waiters whose heartbeat stopped, and go
   -- ahead only when fewer waiters are ahead of us than there are free slots.
   local queue, alive = KEYS[n + 3], KEYS[n + 4]
-  local time = redis.call('TIME')
+  local time = call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  for _, stale in ipairs(redis.call('ZRANGEBYSCORE', alive, '-inf', now)) do
-    redis.call('ZREM', queue, stale)
-    redis.call('ZREM', alive, stale)
+  for _, stale in ipairs(call('ZRANGEBYSCORE', alive, '-inf', now)) do
+    call('ZREM', queue, stale)
+    call('ZREM', alive, stale)
   end
   local token = ARGV[6]
-  redis.call('ZADD', queue, 'NX', now, token)
-  redis.call('ZADD', alive, now + tonumber(ARGV[5]), token)
-  local ahead = redis.call('ZRANK', queue, token)
+  call('ZADD', queue, 'NX', now, token)
+  call('ZADD', alive, now + tonumber(ARGV[5]), token)
+  local ahead = call('ZRANK', queue, token)
   if ahead >= #free then
     return {0, soonest, holder, ahead}
   end
-  redis.call('ZREM', queue, token)
-  redis.call('ZREM', alive, token)
+  call('ZREM', queue, token)
+  call('ZREM', alive, token)
 end
 
 if #free == 0 then
   return {0, soonest, holder, 0}
 end
 local slot = free[1]
-redis.call('INCR', KEYS[n + 2])
-local fence = redis.call('GET', KEYS[n + 2])
-redis.call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
-if n > 1 and redis.call('PTTL', KEYS[n + 1]) < ttl then
-  redis.call('SET', KEYS[n + 1], n, 'PX', ttl)
+-- Before anything changes: what renewing and releasing will need must be allowed by the
+-- user's ACL, so that a refusal ends the run now, before its command, and not at its first
+-- renewal. On a free slot these change nothing.
+call('GET', KEYS[slot])
+call('PTTL', KEYS[slot])
+call('PEXPIRE', KEYS[slot], ttl)
+call('DEL', KEYS[slot])
+if n > 1 then
+  call('EXISTS', KEYS[slot])
+end
+call('INCR', KEYS[n + 2])
+local fence = call('GET', KEYS[n + 2])
+call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
+if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
+  call('SET', KEYS[n + 1], n, 'PX', ttl)
 end
 return {1, slot, fence, 0}

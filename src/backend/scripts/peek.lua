@@ -2,9 +2,9 @@
 -- KEYS[1]  the key
 -- Returns {type, pttl, value}: value only for a string ('' otherwise); type 'none' when
 -- the key does not exist.
-local kind = redis.call('TYPE', KEYS[1]).ok
+local kind = call('TYPE', KEYS[1]).ok
 local value = ''
 if kind == 'string' then
-  value = redis.call('GET', KEYS[1])
+  value = call('GET', KEYS[1])
 end
-return {kind, redis.call('PTTL', KEYS[1]), value}
+return {kind, call('PTTL', KEYS[1]), value}

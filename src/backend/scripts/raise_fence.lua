@@ -5,10 +5,10 @@
 -- ARGV[1]  the fence handed out, in decimal digits
 -- Returns 1 when raised, 0 when the counter was there already. The numbers are compared as
 -- digit strings (longer is larger, then by digits): Lua's doubles lose digits past 2^53.
-local current = redis.call('GET', KEYS[1]) or '0'
+local current = call('GET', KEYS[1]) or '0'
 local wanted = ARGV[1]
 if #current < #wanted or (#current == #wanted and current < wanted) then
-  redis.call('SET', KEYS[1], wanted)
+  call('SET', KEYS[1], wanted)
   return 1
 end
 return 0

@@ -9,30 +9,35 @@
 -- ARGV[5]  the message announcing this release: the holder's identity and a release
 --          number; '' to release without waking anyone
 -- Returns 1 when released, 2 when kept until the --min-hold mark, 0 when the key was
--- already gone or belongs to someone else (then nothing is touched: it is not ours).
-local current = redis.pcall('GET', KEYS[1])
+-- already gone or belongs to someone else (then nothing is touched: it is not ours), 3 when
+-- released but the announcement was refused (the user may not publish on the channel):
+-- waiters then find the lock free only when they next look.
+local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
-  redis.call('PEXPIRE', KEYS[1], keep)
-  if KEYS[2] and redis.call('PTTL', KEYS[2]) < keep then
-    redis.call('SET', KEYS[2], ARGV[4], 'PX', keep)
+  call('PEXPIRE', KEYS[1], keep)
+  if KEYS[2] and call('PTTL', KEYS[2]) < keep then
+    call('SET', KEYS[2], ARGV[4], 'PX', keep)
   end
   return 2
 end
-redis.call('DEL', KEYS[1])
+call('DEL', KEYS[1])
 if KEYS[2] then
   local held = false
   for i = 3, #KEYS do
-    if redis.call('EXISTS', KEYS[i]) == 1 then held = true end
+    if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then redis.call('DEL', KEYS[2]) end
+  if not held then call('DEL', KEYS[2]) end
 end
 -- The message is the same on every Redlock node of one release and differs between
 -- releases, so a waiter listening on several nodes acts on each release once.
 if ARGV[5] ~= '' then
-  redis.call('PUBLISH', ARGV[2], ARGV[5])
+  local published = redis.pcall('PUBLISH', ARGV[2], ARGV[5])
+  if type(published) == 'table' and published.err then
+    return 3
+  end
 end
 return 1

@@ -5,12 +5,12 @@
 -- ARGV[2]  the lease length in milliseconds
 -- ARGV[3]  with a semaphore: its limit
 -- Returns 1 when extended, 0 when the key is gone or belongs to someone else.
-local current = redis.pcall('GET', KEYS[1])
+local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return 0
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if KEYS[2] and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+call('PEXPIRE', KEYS[1], ARGV[2])
+if KEYS[2] and call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+  call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
 end
 return 1

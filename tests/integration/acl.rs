@@ -1,0 +1,230 @@
+//! Redis ACL users: the user README's minimal ACL line describes can do everything
+//! redlock-run does; a user that lacks one permission gets a message naming it and exit
+//! 125 before its command runs, except for the release channel, whose absence costs only
+//! prompt wake-up; a server that wants a password says so.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+const PASSWORD: &str = "acl-pw-6f1a";
+
+/// README's minimal ACL rules for the default prefix (`redlock:`), less the rules named in
+/// `without`.
+fn minimal_rules(without: &[&str]) -> Vec<String> {
+    let rules = [
+        "resetkeys",
+        "~redlock:*",
+        "~{redlock:*",
+        "resetchannels",
+        "&redlock-run:released:*",
+        "-@all",
+        "+evalsha",
+        "+eval",
+        "+script|load",
+        "+type",
+        "+get",
+        "+set",
+        "+pexpire",
+        "+pttl",
+        "+incr",
+        "+del",
+        "+exists",
+        "+time",
+        "+zadd",
+        "+zrem",
+        "+zrangebyscore",
+        "+zrank",
+        "+publish",
+        "+subscribe",
+        "+scan",
+    ];
+    rules
+        .into_iter()
+        .filter(|rule| !without.contains(rule))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A server with the user `locker` holding `rules`; returns it with that user's URL.
+fn server_with_user(rules: &[String]) -> (RedisServer, String) {
+    let server = RedisServer::start();
+    let mut setuser = vec!["ACL", "SETUSER", "locker", "reset", "on"];
+    let password = format!(">{PASSWORD}");
+    setuser.push(&password);
+    setuser.extend(rules.iter().map(String::as_str));
+    let _: () = server.query(&setuser);
+    let url = format!("redis://locker:{PASSWORD}@127.0.0.1:{}", server.port());
+    (server, url)
+}
+
+/// As the minimal user: run, busy, prompt wake-up, renewal, loss, --limit, --fair,
+/// status, list and release --force, and a script cache emptied behind its back.
+#[test]
+fn the_minimal_acl_user_can_do_everything() {
+    let (server, url) = server_with_user(&minimal_rules(&[]));
+    let dir = TempDir::new("acl");
+    let user = || Wrapper::new(&url);
+
+    user().args(["-k", "a", "--", "true"]).run().assert_code(0);
+    assert!(!server.exists("redlock:a"));
+
+    let holder = hold(user().args(["-k", "a"]), &dir, "h");
+    user()
+        .args(["-k", "a", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    let waiter = user()
+        .args(["-k", "a", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() >= 1
+    });
+    let status = user().args(["status", "-k", "a"]).run();
+    status
+        .assert_code(0)
+        .assert_stdout_contains("redlock:a held by");
+    user()
+        .args(["list"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("redlock:a held by");
+    let released = Instant::now();
+    holder.let_go();
+    holder.wait().assert_code(0).assert_stderr_lacks("warning");
+    let out = waiter.wait();
+    out.assert_code(0).assert_stderr_lacks("warning");
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "the waiter was not woken by the release"
+    );
+
+    user()
+        .args(["-k", "r", "--ttl", "1s", "--", "sleep", "2.5"])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("lock lost");
+
+    let lost = hold(user().args(["-k", "l", "--ttl", "1s"]), &dir, "lost");
+    server.del("redlock:l");
+    lost.wait().assert_code(76);
+
+    for extra in [&["--limit", "2"][..], &["--fair"]] {
+        user()
+            .args(["-k", "x"])
+            .args(extra)
+            .args(["--", "true"])
+            .run()
+            .assert_code(0);
+    }
+
+    let stuck = hold(user().args(["-k", "f"]), &dir, "stuck");
+    user()
+        .args(["release", "-k", "f", "--force"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("released redlock:f")
+        .assert_stderr_lacks("warning");
+    stuck.wait().assert_code(76);
+
+    // The server forgets its scripts (a restart, SCRIPT FLUSH): they are loaded again.
+    let _: () = server.query(&["SCRIPT", "FLUSH"]);
+    user().args(["-k", "a", "--", "true"]).run().assert_code(0);
+}
+
+/// Without `script|load`, the scripts are sent whole (EVAL) when the server lacks them, so
+/// the user goes on working after a restart.
+#[test]
+fn a_user_that_may_not_load_scripts_still_works_after_a_flush() {
+    let (server, url) = server_with_user(&minimal_rules(&["+script|load"]));
+    for _ in 0..2 {
+        let _: () = server.query(&["SCRIPT", "FLUSH"]);
+        Wrapper::new(&url)
+            .args(["-k", "s", "--", "true"])
+            .run()
+            .assert_code(0);
+    }
+}
+
+/// Each permission redlock-run needs, taken away in turn: the run stops before its command
+/// with exit 125 and a message naming what was refused, and leaves nothing behind.
+#[test]
+fn a_missing_permission_is_named_before_the_command_runs() {
+    for (rule, named) in [
+        ("+get", "GET"),
+        ("+pexpire", "PEXPIRE"),
+        ("+del", "DEL"),
+        ("+set", "SET"),
+        ("+incr", "INCR"),
+        ("+type", "TYPE"),
+        ("+evalsha", "evalsha"),
+        ("~redlock:*", "keys"),
+    ] {
+        let (server, url) = server_with_user(&minimal_rules(&[rule]));
+        let dir = TempDir::new("noperm");
+        let out = Wrapper::new(&url)
+            .args(["-k", "p", "--", "touch"])
+            .arg(dir.join("ran"))
+            .run();
+        out.assert_code(125)
+            .assert_stderr_contains("refused a command redlock-run needs")
+            .assert_stderr_contains(named)
+            .assert_stderr_lacks("authentication failed");
+        assert!(!dir.exists("ran"), "without {rule} the command ran");
+        assert!(!server.exists("redlock:p"), "without {rule} a key was left");
+    }
+}
+
+/// Without the release channel (Redis 7's default for a new user): a release that deleted
+/// the key reports success with a warning, waiters fall back to looking often and still get
+/// the lock within a fraction of a second, and `release --force` exits 0.
+#[test]
+fn a_missing_channel_costs_only_prompt_wake_up() {
+    let (server, url) = server_with_user(&minimal_rules(&["&redlock-run:released:*"]));
+    let dir = TempDir::new("nochannel");
+    let holder = hold(Wrapper::new(&url).args(["-k", "c"]), &dir, "h");
+    let waiter = Wrapper::new(&url)
+        .args(["-k", "c", "--wait", "20s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    std::thread::sleep(Duration::from_millis(300)); // Let the waiter find the lock busy.
+    holder.let_go();
+    holder
+        .wait()
+        .assert_code(0)
+        .assert_stderr_contains("released redlock:c, but Redis refused to announce it");
+    let out = waiter.wait();
+    out.assert_code(0)
+        .assert_stderr_contains("without release notices, looking every 250ms");
+    assert!(dir.exists("waited"));
+    assert!(
+        out.elapsed < Duration::from_secs(15),
+        "the waiter waited out a TTL: {:?}",
+        out.elapsed
+    );
+
+    let stuck = hold(Wrapper::new(&url).args(["-k", "f"]), &dir, "stuck");
+    Wrapper::new(&url)
+        .args(["release", "-k", "f", "--force"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("released redlock:f")
+        .assert_stderr_contains("Redis refused to announce the release");
+    stuck.wait().assert_code(76);
+    assert!(!server.exists("redlock:f"));
+}
+
+/// A server that wants a password, given none: "authentication required", not a protocol
+/// error, for runs and for `status` alike.
+#[test]
+fn no_credentials_on_a_protected_server_says_authentication_required() {
+    let server = RedisServer::start_with_password(PASSWORD);
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    for args in [&["-k", "n", "--", "true"][..], &["status", "-k", "n"]] {
+        let out = Wrapper::new(&url).args(args).run();
+        out.assert_code(125)
+            .assert_stderr_contains("authentication required at redis://127.0.0.1:")
+            .assert_stderr_lacks("protocol error");
+    }
+}

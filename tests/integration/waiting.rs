@@ -1,0 +1,180 @@
+//! Waiting through what a server or another client does: "try later" replies are waited
+//! out within --wait, a Redis gone for the end of the wait is called unreachable, a holder
+//! that will never announce its release is polled, every wait makes a last attempt at its
+//! deadline, and a subscription made again is followed by an attempt at once.
+
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A server at its client limit: a waiter with --wait keeps trying (it used to exit 125 at
+/// once), says why once, and gets the lock once the server takes clients again.
+#[test]
+fn a_server_at_its_client_limit_is_waited_out() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("maxclients");
+    let holder = hold(server.cmd().args(["-k", "mc"]), &dir, "h");
+    // One connection held open here: counted, then the limit set to the count.
+    let mut admin = server.connection();
+    let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+    let count = clients.lines().count();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(count)
+        .query(&mut admin)
+        .unwrap();
+    let waiter = server
+        .cmd()
+        .args(["-k", "mc", "--wait", "60s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to be refused", || {
+        waiter.stderr_so_far().contains("max number of clients")
+    });
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxclients")
+        .arg(10000)
+        .query(&mut admin)
+        .unwrap();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter
+        .wait()
+        .assert_code(0)
+        .assert_stderr_contains("still waiting, retrying");
+    assert!(dir.exists("waited"));
+}
+
+/// Redis goes away while a run waits: when --wait runs out, it says Redis could not be
+/// reached and exits 125, not 75 as if the lock were still held.
+#[test]
+fn a_redis_gone_at_the_end_of_the_wait_is_called_unreachable() {
+    let mut server = RedisServer::start();
+    let dir = TempDir::new("gone");
+    let _holder = hold(server.cmd().args(["-k", "g"]), &dir, "h");
+    let waiter = server
+        .cmd()
+        .args([
+            "-k",
+            "g",
+            "--wait",
+            "3s",
+            "--redis-timeout",
+            "500ms",
+            "--",
+            "true",
+        ])
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() >= 1
+    });
+    server.stop();
+    waiter
+        .wait()
+        .assert_code(125)
+        .assert_stderr_contains("cannot take redlock:g: gave up after 3s")
+        .assert_stderr_contains("cannot connect to redis://127.0.0.1:")
+        .assert_stderr_lacks("still held");
+}
+
+/// Behind a lock another client took (`SET NX` under --prefix ''), released after a while
+/// without a word: the waiter polls and gets it within about a second of the release
+/// (it used to look again only when that lock's TTL would have ended).
+#[test]
+fn a_foreign_holder_is_polled() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("foreign");
+    server.set("jobs:nightly", "another-client-token");
+    let _: () = server.query(&["PEXPIRE", "jobs:nightly", "20000"]);
+    let waiter = server
+        .cmd()
+        .args([
+            "--prefix",
+            "",
+            "-k",
+            "jobs:nightly",
+            "--wait",
+            "15s",
+            "--",
+            "touch",
+        ])
+        .arg(dir.join("waited"))
+        .spawn();
+    std::thread::sleep(Duration::from_secs(2)); // The other client holds for a while.
+    let evals_before = evalsha_calls(&server);
+    server.del("jobs:nightly");
+    let released = Instant::now();
+    let out = waiter.wait();
+    out.assert_code(0);
+    let took = released.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?} after the release"
+    );
+    assert!(dir.exists("waited"));
+    assert!(
+        evals_before <= 30,
+        "{evals_before} attempts in 2s of polling: no backoff"
+    );
+}
+
+/// The holder's lock is deleted without a word while the waiter's next try is far off
+/// (after the holder's TTL): the waiter's last attempt at its deadline gets it.
+#[test]
+fn every_wait_makes_a_last_attempt_at_its_deadline() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("lastattempt");
+    let holder = hold(server.cmd().args(["-k", "la"]), &dir, "h");
+    let waiter = server
+        .cmd()
+        .args(["-k", "la", "--wait", "3s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() >= 1
+    });
+    server.del("redlock:la");
+    waiter.wait().assert_code(0);
+    assert!(dir.exists("waited"));
+    holder.wait().assert_code(76);
+}
+
+/// The lock is deleted without a word, then the waiter's subscription is cut: on
+/// subscribing again it tries at once (a release in the gap would have gone unheard), and
+/// gets the lock long before the holder's TTL would have ended.
+#[test]
+fn a_subscription_made_again_is_followed_by_an_attempt() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("resubscribe");
+    let holder = hold(server.cmd().args(["-k", "rs"]), &dir, "h");
+    let waiter = server
+        .cmd()
+        .args(["-k", "rs", "--wait", "20s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() >= 1
+    });
+    server.del("redlock:rs");
+    let cut = Instant::now();
+    let _: i64 = server.query(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    waiter.wait().assert_code(0);
+    assert!(
+        cut.elapsed() < Duration::from_secs(10),
+        "waited {:?} after the cut",
+        cut.elapsed()
+    );
+    holder.wait().assert_code(76);
+}
+
+/// How many scripts the server has run so far.
+fn evalsha_calls(server: &RedisServer) -> u64 {
+    server
+        .command_stats()
+        .into_iter()
+        .filter(|(name, _)| name == "evalsha" || name == "eval")
+        .map(|(_, calls)| calls)
+        .sum()
+}
