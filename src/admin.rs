@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use crate::backend::inspect::{Forced, Inspector, LockView, Slot, Verdict};
-use crate::backend::lock_of_internal_key;
+use crate::backend::{lock_of_internal_key, shown, Key};
 use crate::config::{AdminAction, AdminConfig};
 use crate::exit::Outcome;
 use crate::report::escape;
@@ -37,7 +37,7 @@ fn run_checked(config: &AdminConfig) -> Result<Outcome> {
 }
 
 /// Exit 0 when held, 1 when free; 125 when too few nodes answered to tell.
-fn status(inspector: &mut Inspector, key: &str, json: bool) -> Result<Outcome> {
+fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
     let view = inspector.read(key);
     if let Some(err) = lone_failure(&view) {
         bail!("cannot read {key}: {err}");
@@ -59,7 +59,7 @@ fn status(inspector: &mut Inspector, key: &str, json: bool) -> Result<Outcome> {
 }
 
 /// Every lock any node knows of, a line (or JSON object) each.
-fn list(inspector: &mut Inspector, prefix: &str, json: bool) -> Result<Outcome> {
+fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> {
     let (names, failed) = inspector.list(prefix);
     if inspector.is_quorum() {
         for (display, err) in &failed {
@@ -99,7 +99,7 @@ fn list(inspector: &mut Inspector, prefix: &str, json: bool) -> Result<Outcome> 
 }
 
 /// Exit 0 when something was deleted, 1 when the lock was free; refuses without `--force`.
-fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome> {
+fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome> {
     if let Some(lock) = lock_of_internal_key(key) {
         bail!(
             "{key} is bookkeeping of the lock {lock} (its fence counter, limit, queue or a \
@@ -111,8 +111,6 @@ fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome>
         bail!("cannot read {key}: {err}");
     }
     let lock_key = key;
-    // From here on, printed on stdout: every name from outside is escaped.
-    let key = escape(key);
     let quorum = view.is_quorum();
     let held: Vec<(usize, &Slot)> = view
         .nodes
@@ -174,7 +172,7 @@ fn release(inspector: &mut Inspector, key: &str, force: bool) -> Result<Outcome>
         } else {
             String::new()
         };
-        let slot_key = escape(&slot.key);
+        let slot_key = &slot.key;
         if slot.value.is_none() {
             report::error(&anyhow::anyhow!(
                 "{slot_key}{on} is a {}, not a lock redlock-run wrote; not deleting another \
@@ -235,7 +233,7 @@ fn lone_failure(view: &LockView) -> Option<&str> {
 /// One server: `redlock:deploy held by web-3 pid 4242 `./deploy.sh prod` for 3m12s, ttl
 /// 24s, fence 118`.
 fn lock_line(view: &LockView) -> String {
-    let key = escape(&view.key);
+    let key = &view.key;
     let slots = view
         .nodes
         .first()
@@ -256,7 +254,7 @@ fn lock_line(view: &LockView) -> String {
 
 /// A quorum: the verdict, with how many nodes agree.
 fn verdict_line(view: &LockView) -> String {
-    let key = escape(&view.key);
+    let key = &view.key;
     let nodes = view.nodes.len();
     match view.verdict() {
         Verdict::Held {
@@ -336,7 +334,7 @@ fn lock_json(view: &LockView) -> serde_json::Value {
             .and_then(|node| node.slots.as_ref().ok())
             .map_or(&[][..], Vec::as_slice);
         let holders: Vec<_> = slots.iter().map(slot_json).collect();
-        return json!({ "key": key, "held": !slots.is_empty(), "holders": holders });
+        return json!({ "key": key.to_string(), "held": !slots.is_empty(), "holders": holders });
     }
     let (held, holders, holding) = match view.verdict() {
         Verdict::Held { identity, nodes } => {
@@ -362,7 +360,7 @@ fn lock_json(view: &LockView) -> serde_json::Value {
         })
         .collect();
     json!({
-        "key": key,
+        "key": key.to_string(),
         "held": held,
         "holders": holders,
         "quorum": { "nodes": view.nodes.len(), "majority": view.majority(), "holding": holding },
@@ -374,7 +372,7 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
     let ttl_ms = slot.ttl.map(|ttl| ttl.as_millis() as u64);
     match &slot.holder {
         Some(holder) => json!({
-            "key": slot.key,
+            "key": slot.key.to_string(),
             "known": true,
             "token": holder.token,
             "host": holder.host,
@@ -387,10 +385,10 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
             "fence": holder.fence,
         }),
         None => json!({
-            "key": slot.key,
+            "key": slot.key.to_string(),
             "known": false,
             "type": slot.kind,
-            "value": slot.value,
+            "value": slot.value.as_deref().map(shown),
             "ttl_ms": ttl_ms,
         }),
     }

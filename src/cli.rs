@@ -84,7 +84,7 @@ pub struct Connection {
         env = "REDLOCK_PREFIX",
         default_value = "redlock:"
     )]
-    pub prefix: String,
+    pub prefix: std::ffi::OsString,
 
     /// Time limit for connecting to Redis and for each Redis command
     #[arg(
@@ -101,7 +101,7 @@ pub struct Connection {
 pub struct RunArgs {
     /// Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)
     #[arg(short, long, value_name = "KEY", required = true)]
-    pub key: Option<String>,
+    pub key: Option<std::ffi::OsString>,
 
     #[command(flatten)]
     pub connection: Connection,
@@ -230,7 +230,7 @@ pub enum Admin {
     Status {
         /// Lock name
         #[arg(short, long, value_name = "KEY")]
-        key: String,
+        key: std::ffi::OsString,
 
         /// Print one JSON object instead of a line
         #[arg(long)]
@@ -253,7 +253,7 @@ pub enum Admin {
     Release {
         /// Lock name
         #[arg(short, long, value_name = "KEY")]
-        key: String,
+        key: std::ffi::OsString,
 
         /// Required: releasing someone else's lock lets a second holder in
         #[arg(long)]

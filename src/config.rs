@@ -4,13 +4,15 @@
 //! command. The rules themselves belong to their owners (`lease` for time, `backend` for
 //! URLs, key names and limits); this module knows nothing of the redis crate.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use crate::backend::{
-    holds_secret, Deployment, Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+    colocates, holds_secret, Deployment, Key, Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN,
+    MAX_LIMIT,
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
@@ -28,7 +30,7 @@ pub struct Config {
     /// One server (or deployment), or the independent masters of a Redlock quorum.
     pub redis: Deployment,
     /// The full Redis key: prefix + lock name.
-    pub key: String,
+    pub key: Key,
     /// TTL, renewal period and `--kill-after`.
     pub timing: Timing,
     pub wait: Wait,
@@ -62,7 +64,7 @@ pub enum Task {
 #[derive(Debug)]
 pub struct AdminConfig {
     pub redis: Deployment,
-    pub prefix: String,
+    pub prefix: Key,
     pub redis_timeout: Duration,
     pub action: AdminAction,
 }
@@ -71,14 +73,14 @@ pub struct AdminConfig {
 pub enum AdminAction {
     /// `key` is the full Redis key.
     Status {
-        key: String,
+        key: Key,
         json: bool,
     },
     List {
         json: bool,
     },
     Release {
-        key: String,
+        key: Key,
         force: bool,
     },
 }
@@ -139,7 +141,7 @@ impl Task {
         let (redis, redis_timeout) = check_connection(&connection)?;
         Ok(Task::Admin(AdminConfig {
             redis,
-            prefix: connection.prefix,
+            prefix: Key::new(connection.prefix.as_bytes()),
             redis_timeout,
             action,
         }))
@@ -199,6 +201,13 @@ impl Config {
             bail!(
                 "--limit needs a single Redis deployment: over a Redlock quorum, holders that \
                  each hold a majority of the nodes can still be more than the limit"
+            );
+        }
+        if redis.has_cluster() && !colocates(&key) {
+            bail!(
+                "invalid --key for Redis Cluster: {key} has a '}}' but no hash tag, so its \
+                 fence, slots and queue cannot share its hash slot; use a name without braces, \
+                 or with a tag such as {{deploy}}"
             );
         }
         if redis.is_quorum() && args.fair {
@@ -283,7 +292,7 @@ fn secret_variables() -> Vec<&'static str> {
 }
 
 /// PREFIX + KEY, after checking the lock name.
-fn full_key(prefix: &str, name: &str) -> Result<String> {
+fn full_key(prefix: &OsStr, name: &OsStr) -> Result<Key> {
     if name.is_empty() {
         bail!("--key must not be empty");
     }
@@ -293,7 +302,7 @@ fn full_key(prefix: &str, name: &str) -> Result<String> {
             name.len()
         );
     }
-    Ok(format!("{prefix}{name}"))
+    Ok(Key::new(prefix.as_bytes()).followed_by(name.as_bytes()))
 }
 
 fn check_connection(connection: &Connection) -> Result<(Deployment, Duration)> {
@@ -434,7 +443,7 @@ mod tests {
     #[test]
     fn defaults() {
         let config = config(&["-k", "job", "--", "true"]).unwrap();
-        assert_eq!(config.key, "redlock:job");
+        assert_eq!(config.key, Key::from("redlock:job"));
         assert_eq!(config.timing.ttl, Duration::from_secs(30));
         assert_eq!(config.timing.renew_every, Duration::from_secs(10));
         assert_eq!(config.wait, Wait::Forever);
@@ -445,7 +454,7 @@ mod tests {
     #[test]
     fn shell_and_prefix() {
         let config = config(&["-k", "job", "--prefix", "", "-c", "a | b"]).unwrap();
-        assert_eq!(config.key, "job");
+        assert_eq!(config.key, Key::from("job"));
         assert_eq!(config.command, ["/bin/sh", "-c", "a | b"]);
         assert_eq!(config.program_name(), "sh");
     }

@@ -34,7 +34,7 @@ impl fmt::Display for Holder {
 
 /// One line about whoever holds a value: the holder, or "an unknown holder" for a value
 /// redlock-run did not write.
-pub fn describe(value: Option<&str>) -> String {
+pub fn describe(value: Option<&[u8]>) -> String {
     match value.and_then(Holder::parse) {
         Some(holder) => holder.to_string(),
         None => String::from("an unknown holder (a value redlock-run did not write)"),
@@ -45,7 +45,7 @@ pub fn describe(value: Option<&str>) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocker {
     /// One holder's value, when a slot is held by a string value.
-    pub holder: Option<String>,
+    pub holder: Option<Vec<u8>>,
     /// With `--fair`: waiters queued before this one.
     pub ahead: u32,
 }
@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn reads_what_redlock_run_writes() {
         let value = r#"{"token":"t-1","fence":7,"host":"web-3","pid":4242,"program":"deploy.sh","label":"prod","since":"2026-01-01T00:00:00Z","since_ms":1000,"ttl_ms":30000,"limit":1}"#;
-        let holder = Holder::parse(value).unwrap();
+        let holder = Holder::parse(value.as_bytes()).unwrap();
         assert_eq!(holder.token.as_deref(), Some("t-1"));
         assert_eq!(holder.fence, Some(7));
         assert_eq!(holder.pid, Some(4242));
@@ -96,11 +96,11 @@ mod tests {
     fn what_others_wrote_cannot_reach_the_terminal() {
         let value = "{\"token\":\"t\",\"host\":\"h\\u001b[2J\",\"program\":\"a\\nb\",\
                      \"label\":\"\\r\\u009b\"}";
-        let line = Holder::parse(value).unwrap().to_string();
+        let line = Holder::parse(value.as_bytes()).unwrap().to_string();
         assert_eq!(line, "h\\x1b[2J `a\\nb` (\\r\\u{9b})");
         let forged = Holder {
             since_ms: Some(u64::MAX),
-            ..Holder::parse(value).unwrap()
+            ..Holder::parse(value.as_bytes()).unwrap()
         };
         assert_eq!(
             forged.held_for(),
@@ -120,7 +120,7 @@ mod tests {
             "free, but 2 waiters are ahead in the fair queue"
         );
         let foreign = Blocker {
-            holder: Some("thief".into()),
+            holder: Some(b"thief".to_vec()),
             ahead: 0,
         };
         assert!(foreign.phrase().starts_with("held by an unknown holder"));
@@ -128,9 +128,10 @@ mod tests {
 
     #[test]
     fn other_values_are_unknown() {
-        assert_eq!(Holder::parse("thief"), None);
-        assert_eq!(Holder::parse(r#"{"host":"x"}"#), None);
-        assert!(describe(Some("thief")).starts_with("an unknown holder"));
+        assert_eq!(Holder::parse(b"thief"), None);
+        assert_eq!(Holder::parse(br#"{"host":"x"}"#), None);
+        assert_eq!(Holder::parse(b"{\"token\":\"\xff\"}"), None, "not UTF-8");
+        assert!(describe(Some(b"thief")).starts_with("an unknown holder"));
         assert!(describe(None).starts_with("an unknown holder"));
     }
 }

@@ -110,12 +110,12 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     }
 
     let values = [
-        config.key.clone(),
-        token,
-        fence.to_string(),
-        config.timing.ttl.as_millis().to_string(),
+        config.key.as_bytes().to_vec(),
+        token.into_bytes(),
+        fence.to_string().into_bytes(),
+        config.timing.ttl.as_millis().to_string().into_bytes(),
     ];
-    let env: Vec<(&str, String)> = RUN_VARIABLES.into_iter().zip(values).collect();
+    let env: Vec<(&str, Vec<u8>)> = RUN_VARIABLES.into_iter().zip(values).collect();
     let renewer = renewer.start(backend, lease);
 
     // The command starts only on a lease that still holds: checked again right before its

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use crate::backend::Key;
 use crate::event::{Event, Loss};
 use crate::lease::{self, Lease};
 use crate::process::{Child, Guardian};
@@ -47,7 +48,7 @@ pub fn supervise(
     guardian: Option<&Guardian>,
     events: &Receiver<Event>,
     lease: &mut Lease,
-    key: &str,
+    key: &Key,
     limits: Limits,
 ) -> Result<Supervised> {
     let mut state = Supervisor {
@@ -103,7 +104,7 @@ struct Supervisor<'a> {
     child: &'a mut Child,
     guardian: Option<&'a Guardian>,
     lease: &'a mut Lease,
-    key: &'a str,
+    key: &'a Key,
     limits: Limits,
     ending: Ending,
     /// Once the command is being terminated: when SIGKILL is due, and whether it was sent.

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::backend::{
-    is_refused_by_acl, is_transient, Attempt, Holder, LockBackend, Notice, Subscription,
+    is_refused_by_acl, is_transient, Attempt, Holder, Key, LockBackend, Notice, Subscription,
 };
 use crate::event::Event;
 use crate::holder::Blocker;
@@ -91,7 +91,7 @@ enum Listening {
 /// could not reach Redis.
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
-    key: &str,
+    key: &Key,
     plan: WaitPlan,
     blocker: Option<Blocker>,
     events_tx: &Sender<Event>,
@@ -227,7 +227,7 @@ pub fn wait_for_lock(
 /// Whether the holder that refused us will never announce its release: a value that
 /// redlock-run did not write (another client's lock), or a key that is not a string
 /// (another application's data). A fair queue ahead of us is ours, and announces.
-fn holder_cannot_announce(holder: Option<&str>, ahead: u32) -> bool {
+fn holder_cannot_announce(holder: Option<&[u8]>, ahead: u32) -> bool {
     match holder {
         Some(value) => Holder::parse(value).is_none(),
         None => ahead == 0,
@@ -264,7 +264,7 @@ impl Announcer {
         (self.enabled && self.named.is_none()).then_some(self.due)
     }
 
-    fn speak_if_due(&mut self, key: &str, now: Instant) {
+    fn speak_if_due(&mut self, key: &Key, now: Instant) {
         let Some(blocker) = self
             .blocker
             .as_ref()
@@ -358,14 +358,14 @@ mod tests {
         assert!(foreign_poll(1) < FOREIGN_POLL_MIN * 2);
         assert!(foreign_poll(3) >= FOREIGN_POLL_MIN * 4);
         assert!(foreign_poll(40) <= FOREIGN_POLL_MAX + FOREIGN_POLL_MAX / 4);
-        assert!(holder_cannot_announce(Some("another client's token"), 0));
+        assert!(holder_cannot_announce(Some(b"another client's token"), 0));
         assert!(
             holder_cannot_announce(None, 0),
             "not a string: another application's"
         );
         assert!(!holder_cannot_announce(None, 2), "a fair queue");
         assert!(!holder_cannot_announce(
-            Some(r#"{"token":"t","fence":1}"#),
+            Some(br#"{"token":"t","fence":1}"#),
             0
         ));
     }

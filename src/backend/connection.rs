@@ -18,6 +18,7 @@ use redis::{
 
 use super::endpoint::{Endpoint, Target};
 use super::error::{describe_error, is_permission_error, time_left, BackendError};
+use super::key::Key;
 use super::scripts;
 use super::target::RedisTarget;
 
@@ -73,8 +74,8 @@ impl Session<'_> {
     pub fn eval<T: FromRedisValue>(
         &mut self,
         script: &Script,
-        keys: &[&str],
-        args: &[&str],
+        keys: &[&Key],
+        args: &[&[u8]],
     ) -> Result<T> {
         let mut evalsha = redis::cmd("EVALSHA");
         evalsha
@@ -83,7 +84,7 @@ impl Session<'_> {
             .arg(keys)
             .arg(args);
         // Every key of one lock shares a hash slot: the first one routes the script.
-        let key = keys.first().copied();
+        let key = keys.first().map(|key| key.as_bytes());
         let run = |connection: &mut Connection, asking: bool| {
             if !asking {
                 return evalsha.query(connection);
@@ -143,7 +144,7 @@ impl Session<'_> {
     /// with the server's name.
     fn send<T>(
         &mut self,
-        key: Option<&str>,
+        key: Option<&[u8]>,
         mut command: impl FnMut(&mut Connection, bool) -> RedisResult<T>,
     ) -> Result<std::result::Result<T, (RedisError, String)>> {
         let mut redirect: Option<(String, bool)> = None;
@@ -271,9 +272,9 @@ impl Link {
     /// A connection of its own, not shared with commands and with no read or write timeout,
     /// to the server that holds `key`: for a subscription, which borrows it for as long as
     /// it lives.
-    pub fn open_subscriber(&mut self, key: &str) -> Result<Connection> {
+    pub fn open_subscriber(&mut self, key: &Key) -> Result<Connection> {
         let until = Instant::now() + self.timeout;
-        self.endpoint.open_for(key, until)
+        self.endpoint.open_for(key.as_bytes(), until)
     }
 
     pub fn timeout(&self) -> Duration {

@@ -12,7 +12,7 @@ use anyhow::Result;
 
 use super::connection::Link;
 use super::layout::{
-    limit_key, lock_of_internal_key, release_channel, slot_key, Holder, MAX_LIMIT,
+    limit_key, lock_of_internal_key, release_channel, slot_key, Holder, Key, MAX_LIMIT,
 };
 use super::quorum::majority;
 use super::scripts::{FORCE_RELEASE, PEEK};
@@ -39,7 +39,7 @@ pub struct NodeView {
 #[derive(Debug, Clone)]
 pub struct LockView {
     /// The lock's full key.
-    pub key: String,
+    pub key: Key,
     pub nodes: Vec<NodeView>,
 }
 
@@ -58,7 +58,7 @@ pub enum Forced {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// One holder (by its identity) has a majority of the nodes.
-    Held { identity: String, nodes: usize },
+    Held { identity: Vec<u8>, nodes: usize },
     /// No holder has a majority, and the nodes that could not be read could not change
     /// that. `strays`: nodes that still have some value (an acquisition in progress, or
     /// what a lost or split one left to expire).
@@ -91,17 +91,17 @@ impl Inspector {
     }
 
     /// The lock at `key` on every node.
-    pub fn read(&mut self, key: &str) -> LockView {
-        let mut views = self.read_all(&[key.to_string()]);
+    pub fn read(&mut self, key: &Key) -> LockView {
+        let mut views = self.read_all(std::slice::from_ref(key));
         views.pop().unwrap_or_else(|| LockView {
-            key: key.to_string(),
+            key: key.clone(),
             nodes: Vec::new(),
         })
     }
 
     /// Each of `keys` on every node. A node that fails is not asked again: it shows that
     /// failure for the rest of the keys.
-    pub fn read_all(&mut self, keys: &[String]) -> Vec<LockView> {
+    pub fn read_all(&mut self, keys: &[Key]) -> Vec<LockView> {
         let per_node = self.on_every_node(|link| {
             let mut read = Vec::with_capacity(keys.len());
             for key in keys {
@@ -134,7 +134,7 @@ impl Inspector {
 
     /// The names of the locks under `prefix` that any node knows of, sorted, each once,
     /// with the nodes that could not be listed and why.
-    pub fn list(&mut self, prefix: &str) -> (Vec<String>, Vec<(String, String)>) {
+    pub fn list(&mut self, prefix: &Key) -> (Vec<Key>, Vec<(String, String)>) {
         let listed = self.on_every_node(|link| list_locks(link, prefix));
         let mut names = Vec::new();
         let mut failed = Vec::new();
@@ -151,7 +151,7 @@ impl Inspector {
 
     /// Deletes `slot` of the lock `key` on node `node` if it still holds the value read, and
     /// wakes the lock's waiters.
-    pub fn force_release(&mut self, node: usize, key: &str, slot: &Slot) -> Result<Forced> {
+    pub fn force_release(&mut self, node: usize, key: &Key, slot: &Slot) -> Result<Forced> {
         force_release(&mut self.links[node], key, slot)
     }
 
@@ -194,7 +194,7 @@ impl LockView {
 
     pub fn verdict(&self) -> Verdict {
         let majority = self.majority();
-        let mut counts: Vec<(String, usize)> = Vec::new();
+        let mut counts: Vec<(Vec<u8>, usize)> = Vec::new();
         let mut unread = 0;
         let mut strays = 0;
         for view in &self.nodes {
@@ -222,7 +222,7 @@ impl LockView {
 
     /// The slot of the holder `identity` on the node where its lease ends first (the
     /// quorum holds it at least that long).
-    pub fn holder_slot(&self, identity: &str) -> Option<&Slot> {
+    pub fn holder_slot(&self, identity: &[u8]) -> Option<&Slot> {
         self.nodes
             .iter()
             .filter_map(|view| view.slots.as_ref().ok()?.first())
@@ -235,10 +235,10 @@ impl LockView {
 #[derive(Debug, Clone)]
 pub struct Slot {
     /// The Redis key of this slot.
-    pub key: String,
+    pub key: Key,
     /// The value when the key is a string; `None` for another type (another
     /// application's hash, list, …).
-    pub value: Option<String>,
+    pub value: Option<Vec<u8>>,
     /// The key's Redis type (`string`, `hash`, …).
     pub kind: String,
     /// Time left before it expires; `None` when it never does.
@@ -249,20 +249,26 @@ pub struct Slot {
 
 impl Slot {
     /// Who holds it, the same on every node: the token for values of ours, else the value.
-    fn identity(&self) -> String {
+    fn identity(&self) -> Vec<u8> {
         match (&self.holder, &self.value) {
-            (Some(holder), _) => holder.token.clone().unwrap_or_default(),
+            (Some(holder), _) => holder.token.clone().unwrap_or_default().into_bytes(),
             (None, Some(value)) => value.clone(),
-            (None, None) => format!("a {}", self.kind),
+            (None, None) => format!("a {}", self.kind).into_bytes(),
         }
     }
 }
 
 /// The held slots of the lock at `key` (empty when free): slot 1, and with a semaphore
 /// (its `{K}:limit` key, or a holder's value, says how many slots) the others.
-fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
+fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
     let declared = peek(link, &limit_key(key))?
-        .and_then(|limit| limit.value?.trim().parse::<u32>().ok())
+        .and_then(|limit| {
+            String::from_utf8(limit.value?)
+                .ok()?
+                .trim()
+                .parse::<u32>()
+                .ok()
+        })
         .unwrap_or(1);
     let mut limit = declared.clamp(1, MAX_LIMIT);
     let mut held = Vec::new();
@@ -281,30 +287,34 @@ fn read_lock(link: &mut Link, key: &str) -> Result<Vec<Slot>> {
 /// The names (full keys) of every lock under `prefix`, each once: keys that start with it,
 /// less the locks' own bookkeeping keys (fence, limit, queue, slots), which stand for their
 /// lock instead.
-fn list_locks(link: &mut Link, prefix: &str) -> Result<Vec<String>> {
-    let escaped = glob_escape(prefix);
+fn list_locks(link: &mut Link, prefix: &Key) -> Result<Vec<Key>> {
+    let escaped = glob_escape(prefix.as_bytes());
     let mut names = Vec::new();
     // Untagged locks keep their bookkeeping under `{K}…`, outside the prefix: a semaphore
     // whose first slot is free is found through its limit key.
-    for pattern in [format!("{escaped}*"), format!("{{{escaped}*}}:limit")] {
+    let patterns = [
+        [escaped.as_slice(), b"*"].concat(),
+        [b"{", escaped.as_slice(), b"*}:limit"].concat(),
+    ];
+    for pattern in patterns {
         for name in scan(link, &pattern)? {
             names.push(lock_of_internal_key(&name).unwrap_or(name));
         }
     }
-    names.retain(|name| name.starts_with(prefix));
+    names.retain(|name| name.starts_with(prefix.as_bytes()));
     names.sort();
     names.dedup();
     Ok(names)
 }
 
 /// Deletes `slot` if it still holds the value read, and wakes the lock's waiters.
-fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<Forced> {
+fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced> {
     let Some(value) = &slot.value else {
         return Ok(Forced::Changed);
     };
     let channel = release_channel(lock_key);
     let deleted: i64 = link.call(None, |session| {
-        session.eval(&FORCE_RELEASE, &[&slot.key], &[value, &channel])
+        session.eval(&FORCE_RELEASE, &[&slot.key], &[value, channel.as_bytes()])
     })?;
     Ok(match deleted {
         1 => Forced::Deleted,
@@ -313,15 +323,15 @@ fn force_release(link: &mut Link, lock_key: &str, slot: &Slot) -> Result<Forced>
     })
 }
 
-fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {
-    let (kind, pttl, value): (String, i64, String) =
+fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {
+    let (kind, pttl, value): (String, i64, Vec<u8>) =
         link.call(None, |session| session.eval(&PEEK, &[key], &[]))?;
     if kind == "none" {
         return Ok(None);
     }
     let holder = Holder::parse(&value);
     Ok(Some(Slot {
-        key: key.to_string(),
+        key: key.clone(),
         value: (kind == "string").then_some(value),
         kind,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
@@ -331,12 +341,12 @@ fn peek(link: &mut Link, key: &str) -> Result<Option<Slot>> {
 
 /// The keys that match `pattern` on every server that holds keys: in a cluster, each
 /// master has its own share, and SCAN on one sees only that.
-fn scan(link: &mut Link, pattern: &str) -> Result<Vec<String>> {
+fn scan(link: &mut Link, pattern: &[u8]) -> Result<Vec<Key>> {
     let mut found = Vec::new();
     for master in link.masters()? {
         let mut cursor: u64 = 0;
         loop {
-            let (next, keys): (u64, Vec<String>) =
+            let (next, keys): (u64, Vec<Vec<u8>>) =
                 link.call_on(Some(&master), None, |session| {
                     let mut scan = redis::cmd("SCAN");
                     scan.arg(cursor)
@@ -346,7 +356,7 @@ fn scan(link: &mut Link, pattern: &str) -> Result<Vec<String>> {
                         .arg(SCAN_BATCH);
                     session.query(&scan)
                 })?;
-            found.extend(keys);
+            found.extend(keys.into_iter().map(Key::new));
             if next == 0 {
                 break;
             }
@@ -357,13 +367,13 @@ fn scan(link: &mut Link, pattern: &str) -> Result<Vec<String>> {
 }
 
 /// `text` with the glob characters SCAN MATCH knows escaped.
-fn glob_escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for ch in text.chars() {
-        if matches!(ch, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
+fn glob_escape(text: &[u8]) -> Vec<u8> {
+    let mut escaped = Vec::with_capacity(text.len());
+    for &byte in text {
+        if matches!(byte, b'*' | b'?' | b'[' | b']' | b'\\') {
+            escaped.push(b'\\');
         }
-        escaped.push(ch);
+        escaped.push(byte);
     }
     escaped
 }
@@ -373,9 +383,9 @@ mod tests {
     use super::*;
 
     fn held_by(token: &str) -> Result<Vec<Slot>, String> {
-        let value = format!("{{\"token\":\"{token}\",\"fence\":1}}");
+        let value = format!("{{\"token\":\"{token}\",\"fence\":1}}").into_bytes();
         Ok(vec![Slot {
-            key: "k".into(),
+            key: Key::from("k"),
             holder: Holder::parse(&value),
             value: Some(value),
             kind: "string".into(),
@@ -392,7 +402,7 @@ mod tests {
             })
             .collect();
         LockView {
-            key: "k".into(),
+            key: Key::from("k"),
             nodes,
         }
         .verdict()
@@ -405,7 +415,7 @@ mod tests {
         assert_eq!(
             held,
             Verdict::Held {
-                identity: "a".into(),
+                identity: b"a".to_vec(),
                 nodes: 2
             }
         );
@@ -434,7 +444,7 @@ mod tests {
 
     #[test]
     fn globs_are_escaped() {
-        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
-        assert_eq!(glob_escape("redlock:"), "redlock:");
+        assert_eq!(glob_escape(b"a*b?[c]\\"), b"a\\*b\\?\\[c\\]\\\\");
+        assert_eq!(glob_escape(b"redlock:"), b"redlock:");
     }
 }

@@ -28,6 +28,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+pub use super::key::Key;
+
 /// Longest lock name accepted, in bytes (the Redis key is the prefix plus this).
 pub const MAX_KEY_LEN: usize = 1024;
 /// The most holders `--limit` accepts; each is a key the acquire script looks at.
@@ -44,7 +46,7 @@ pub const RELEASE_CHANNEL_PREFIX: &str = "redlock-run:released:";
 /// says it is ours.
 #[derive(Debug, Clone)]
 pub struct LockRequest {
-    pub key: String,
+    pub key: Key,
     pub token: String,
     /// The value after the identity and the fence: `,"host":…}`.
     pub metadata: String,
@@ -59,7 +61,7 @@ impl LockRequest {
     /// host, the pid, the program's name (never its arguments, which may hold secrets) and
     /// the holder's `label`, if it gave one.
     pub fn new(
-        key: String,
+        key: Key,
         ttl: Duration,
         limit: u32,
         fair_heartbeat_timeout: Option<Duration>,
@@ -97,96 +99,122 @@ impl LockRequest {
         identity_of(&self.token)
     }
 
-    pub fn release_channel(&self) -> String {
+    pub fn release_channel(&self) -> Key {
         release_channel(&self.key)
     }
 
     /// The key of slot `slot` (1-based; slot 1 is the lock's own key).
-    pub fn slot_key(&self, slot: u32) -> String {
+    pub fn slot_key(&self, slot: u32) -> Key {
         slot_key(&self.key, slot)
     }
 }
 
 /// The channel waiters for `key` listen on.
-pub fn release_channel(key: &str) -> String {
-    format!("{RELEASE_CHANNEL_PREFIX}{key}")
+pub fn release_channel(key: &Key) -> Key {
+    Key::from(RELEASE_CHANNEL_PREFIX).followed_by(key.as_bytes())
 }
 
 /// The key of slot `slot` of lock `key` (1-based; slot 1 is `key` itself).
-pub fn slot_key(key: &str, slot: u32) -> String {
+pub fn slot_key(key: &Key, slot: u32) -> Key {
     if slot == 1 {
-        key.to_string()
+        key.clone()
     } else {
-        sibling_key(key, &format!(":slot:{slot}"))
+        sibling_key(key, format!(":slot:{slot}").as_bytes())
     }
 }
 
 /// The key that records a semaphore's limit while it has holders.
-pub fn limit_key(key: &str) -> String {
-    sibling_key(key, ":limit")
+pub fn limit_key(key: &Key) -> Key {
+    sibling_key(key, b":limit")
 }
 
 /// The fence counter of lock `key`.
-pub fn fence_key(key: &str) -> String {
-    sibling_key(key, ":fence")
+pub fn fence_key(key: &Key) -> Key {
+    sibling_key(key, b":fence")
 }
 
 /// The fair queue of lock `key` and its heartbeats.
-pub fn queue_keys(key: &str) -> [String; 2] {
-    [sibling_key(key, ":queue"), sibling_key(key, ":queue:alive")]
+pub fn queue_keys(key: &Key) -> [Key; 2] {
+    [
+        sibling_key(key, b":queue"),
+        sibling_key(key, b":queue:alive"),
+    ]
 }
 
 /// The suffixes of the keys that belong to a lock without being locks themselves.
-const INTERNAL_SUFFIXES: [&str; 4] = [":fence", ":limit", ":queue", ":queue:alive"];
+const INTERNAL_SUFFIXES: [&[u8]; 4] = [b":fence", b":limit", b":queue", b":queue:alive"];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past
 /// the first), the lock's key; `None` for anything else.
-pub fn lock_of_internal_key(name: &str) -> Option<String> {
-    let slot_stem = name.rsplit_once(":slot:").and_then(|(stem, number)| {
-        let slot: u32 = number.parse().ok()?;
-        (slot >= 2 && !number.starts_with('0')).then(|| (stem, format!(":slot:{number}")))
+pub fn lock_of_internal_key(name: &Key) -> Option<Key> {
+    let name = name.as_bytes();
+    let slot_stem = rsplit_once(name, b":slot:").and_then(|(stem, number)| {
+        let digits = std::str::from_utf8(number).ok()?;
+        let slot: u32 = digits.parse().ok()?;
+        (slot >= 2 && !digits.starts_with('0')).then(|| (stem, [b":slot:", number].concat()))
     });
     let suffixed = INTERNAL_SUFFIXES
         .iter()
-        .filter_map(|suffix| Some((name.strip_suffix(suffix)?, suffix.to_string())));
+        .filter_map(|suffix| Some((name.strip_suffix(*suffix)?, suffix.to_vec())));
     for (stem, suffix) in slot_stem.into_iter().chain(suffixed) {
         // Untagged locks wrap their name in braces: `{K}:fence`.
         let lock = match stem
-            .strip_prefix('{')
-            .and_then(|inner| inner.strip_suffix('}'))
+            .strip_prefix(b"{")
+            .and_then(|inner| inner.strip_suffix(b"}"))
         {
             Some(inner) if !has_hash_tag(inner) => inner,
             _ => stem,
         };
-        if sibling_key(lock, &suffix) == name {
-            return Some(lock.to_string());
+        let lock = Key::new(lock);
+        if sibling_key(&lock, &suffix).as_bytes() == name {
+            return Some(lock);
         }
     }
     None
 }
 
-/// A key that lives in the same Redis Cluster hash slot as `key`.
-pub fn sibling_key(key: &str, suffix: &str) -> String {
-    if has_hash_tag(key) {
-        format!("{key}{suffix}")
+/// A key that lives in the same Redis Cluster hash slot as `key` (see `colocates`).
+pub fn sibling_key(key: &Key, suffix: &[u8]) -> Key {
+    if has_hash_tag(key.as_bytes()) {
+        key.followed_by(suffix)
     } else {
-        format!("{{{key}}}{suffix}")
+        Key::from("{")
+            .followed_by(key.as_bytes())
+            .followed_by(b"}")
+            .followed_by(suffix)
     }
+}
+
+/// Whether a lock named `key` can keep all its keys in one Redis Cluster hash slot, as
+/// its scripts need there. Yes when it holds a hash tag (its siblings keep it), or when it
+/// holds no `}` (`{K}` is then a tag that hashes as `K` does); a name such as `a}b`, `{}`
+/// or `x{}y` cannot, and is refused for a cluster (it works on any other deployment).
+pub fn colocates(key: &Key) -> bool {
+    has_hash_tag(key.as_bytes()) || !key.as_bytes().contains(&b'}')
 }
 
 /// Whether Redis Cluster would hash only part of `key`: a `{` followed later by a `}`
 /// with at least one byte between them.
-fn has_hash_tag(key: &str) -> bool {
-    key.find('{')
-        .and_then(|open| key[open + 1..].find('}'))
+fn has_hash_tag(key: &[u8]) -> bool {
+    key.iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| key[open + 1..].iter().position(|&b| b == b'}'))
         .is_some_and(|len| len > 0)
+}
+
+fn rsplit_once<'a>(text: &'a [u8], separator: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let at = text
+        .windows(separator.len())
+        .rposition(|window| window == separator)?;
+    Some((&text[..at], &text[at + separator.len()..]))
 }
 
 /// Who wrote a lock value, the same on every node: its identity `{"token":"…"` for a value
 /// of ours, the whole value for anyone else's.
-pub fn identity_in(value: &str) -> &str {
-    match value.find("\",") {
-        Some(end) if value.starts_with("{\"token\":\"") => &value[..=end],
+pub fn identity_in(value: &[u8]) -> &[u8] {
+    let end = value.windows(2).position(|pair| pair == b"\",");
+    match end {
+        Some(end) if value.starts_with(b"{\"token\":\"") => &value[..=end],
         _ => value,
     }
 }
@@ -215,8 +243,8 @@ pub struct Holder {
 impl Holder {
     /// Reads a lock value; `None` when it is not a JSON object with a token, i.e. not
     /// written by redlock-run.
-    pub fn parse(value: &str) -> Option<Holder> {
-        let serde_json::Value::Object(fields) = serde_json::from_str(value).ok()? else {
+    pub fn parse(value: &[u8]) -> Option<Holder> {
+        let serde_json::Value::Object(fields) = serde_json::from_slice(value).ok()? else {
             return None;
         };
         let text = |name: &str| fields.get(name)?.as_str().map(str::to_string);
@@ -323,15 +351,31 @@ mod tests {
 
     #[test]
     fn sibling_keys_share_the_hash_slot() {
-        assert_eq!(sibling_key("redlock:a", ":fence"), "{redlock:a}:fence");
-        assert_eq!(sibling_key("x{tag}y", ":fence"), "x{tag}y:fence");
-        assert_eq!(slot_key("redlock:a", 1), "redlock:a");
-        assert_eq!(slot_key("redlock:a", 2), "{redlock:a}:slot:2");
+        let key = |text: &str| Key::from(text);
+        assert_eq!(
+            sibling_key(&key("redlock:a"), b":fence"),
+            key("{redlock:a}:fence")
+        );
+        assert_eq!(
+            sibling_key(&key("x{tag}y"), b":fence"),
+            key("x{tag}y:fence")
+        );
+        assert_eq!(slot_key(&key("redlock:a"), 1), key("redlock:a"));
+        assert_eq!(slot_key(&key("redlock:a"), 2), key("{redlock:a}:slot:2"));
+        for name in ["redlock:a", "a{b", "x{t}y", "a}b{c}"] {
+            assert!(colocates(&key(name)), "{name}");
+        }
+        for name in ["a}b", "{}", "x{}y", "}"] {
+            assert!(!colocates(&key(name)), "{name}");
+        }
     }
 
     #[test]
     fn bookkeeping_keys_are_recognised() {
-        let owner = |name: &str| lock_of_internal_key(name);
+        let owner = |name: &str| {
+            lock_of_internal_key(&Key::from(name))
+                .map(|key| String::from_utf8(key.as_bytes().to_vec()).unwrap())
+        };
         assert_eq!(owner("{redlock:a}:fence").as_deref(), Some("redlock:a"));
         assert_eq!(owner("{redlock:a}:slot:3").as_deref(), Some("redlock:a"));
         assert_eq!(
@@ -360,9 +404,9 @@ mod tests {
     fn identities_are_read_back() {
         let request = request("x");
         let value = format!("{}{}", request.identity(), request.metadata);
-        assert_eq!(identity_in(&value), request.identity());
-        assert_eq!(identity_in("someone else's"), "someone else's");
-        assert_eq!(identity_in("{\"token\":\"a\""), "{\"token\":\"a\"");
+        assert_eq!(identity_in(value.as_bytes()), request.identity().as_bytes());
+        assert_eq!(identity_in(b"someone else's"), b"someone else's");
+        assert_eq!(identity_in(b"{\"token\":\"a\""), b"{\"token\":\"a\"");
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod connection;
 mod endpoint;
 mod error;
 pub mod inspect;
+mod key;
 mod layout;
 mod protocol;
 mod quorum;
@@ -29,8 +30,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 pub use error::{is_refused_by_acl, is_transient, is_try_later};
+pub use key::shown;
 pub use layout::{
-    lock_of_internal_key, Holder, LockRequest, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+    colocates, lock_of_internal_key, Holder, Key, LockRequest, MAX_KEY_LEN, MAX_LABEL_LEN,
+    MAX_LIMIT,
 };
 pub use target::{holds_secret, Deployment, Password, Sources};
 
@@ -59,7 +62,7 @@ pub enum Attempt {
     /// `holder` is a holder's value, when it is a string.
     Busy {
         holder_ttl: Option<Duration>,
-        holder: Option<String>,
+        holder: Option<Vec<u8>>,
         /// With `--fair`: how many waiters are queued before this one.
         ahead: u32,
         /// No one holds a majority of the Redlock nodes: contenders split them, and each

@@ -17,7 +17,7 @@ use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
 use super::error::{describe_error, is_transient};
-use super::layout::{fence_key, limit_key, queue_keys, LockRequest};
+use super::layout::{fence_key, limit_key, queue_keys, Key, LockRequest};
 use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
 use super::target::RedisTarget;
 use super::{Attempt, LockBackend, Notice, NoticeSink, Released, Renewal, Subscription};
@@ -32,7 +32,7 @@ pub struct SingleRedis {
     lock: LockRequest,
     identity: String,
     /// The slot key this holder has, once it has one.
-    held: Option<String>,
+    held: Option<Key>,
 }
 
 impl SingleRedis {
@@ -48,19 +48,19 @@ impl SingleRedis {
 
     /// The key this holder renews and releases: its slot, or the lock's key before it has
     /// one (nothing of ours is there then, and the scripts find nothing to touch).
-    fn held_key(&self) -> &str {
-        self.held.as_deref().unwrap_or(&self.lock.key)
+    fn held_key(&self) -> &Key {
+        self.held.as_ref().unwrap_or(&self.lock.key)
     }
 
     /// One attempt to take the lock, as `LockBackend::try_acquire`, giving up at `deadline`
     /// (a Redlock node must answer within the acquisition's round).
     pub fn try_acquire_until(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
         let limit = self.lock.limit;
-        let mut keys: Vec<String> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
+        let mut keys: Vec<Key> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
         keys.push(limit_key(&self.lock.key));
         keys.push(fence_key(&self.lock.key));
         keys.extend(queue_keys(&self.lock.key));
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let keys: Vec<&Key> = keys.iter().collect();
         let heartbeat_ms = self
             .lock
             .fair_heartbeat_timeout
@@ -69,19 +69,19 @@ impl SingleRedis {
         let ttl_ms = self.lock.ttl.as_millis().to_string();
         let limit_arg = limit.to_string();
         let args = [
-            self.identity.as_str(),
-            &self.lock.metadata,
-            &ttl_ms,
-            &limit_arg,
-            &heartbeat_ms,
-            &self.lock.token,
+            self.identity.as_bytes(),
+            self.lock.metadata.as_bytes(),
+            ttl_ms.as_bytes(),
+            limit_arg.as_bytes(),
+            heartbeat_ms.as_bytes(),
+            self.lock.token.as_bytes(),
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
         // A failure to connect sent nothing, and is not retried here.
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
-        let key = self.lock.key.as_str();
+        let key = &self.lock.key;
         loop {
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(deadline, |session| {
@@ -107,9 +107,9 @@ impl SingleRedis {
                 }
                 Ok(((0, pttl, holder, ahead), _)) => {
                     let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-                    let holder: Option<String> = redis::from_redis_value(holder)
+                    let holder: Option<Vec<u8>> = redis::from_redis_value(holder)
                         .ok()
-                        .filter(|value: &String| !value.is_empty());
+                        .filter(|value: &Vec<u8>| !value.is_empty());
                     return Ok(Attempt::Busy {
                         holder_ttl,
                         holder,
@@ -140,7 +140,7 @@ impl SingleRedis {
         let key = fence_key(&self.lock.key);
         let fence = fence.to_string();
         self.link.call(Some(deadline), |session| {
-            session.eval::<i64>(&RAISE_FENCE, &[&key], &[&fence])
+            session.eval::<i64>(&RAISE_FENCE, &[&key], &[fence.as_bytes()])
         })?;
         Ok(())
     }
@@ -155,18 +155,24 @@ impl SingleRedis {
         deadline: Instant,
         notice: &str,
     ) -> Result<Released> {
-        let mut keys = vec![self.held_key().to_string()];
+        let mut keys = vec![self.held_key().clone()];
         if self.lock.limit > 1 {
             keys.push(limit_key(&self.lock.key));
             keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
         }
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let keys: Vec<&Key> = keys.iter().collect();
         let channel = self.lock.release_channel();
         let keep_ms = keep_for
             .map_or(0, |keep| keep.as_millis().max(1))
             .to_string();
         let limit = self.lock.limit.to_string();
-        let args = [self.identity.as_str(), &channel, &keep_ms, &limit, notice];
+        let args = [
+            self.identity.as_bytes(),
+            channel.as_bytes(),
+            keep_ms.as_bytes(),
+            limit.as_bytes(),
+            notice.as_bytes(),
+        ];
         let released: i64 = self.link.call(Some(deadline), |session| {
             session.eval(&RELEASE, &keys, &args)
         })?;
@@ -185,14 +191,18 @@ impl LockBackend for SingleRedis {
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
-        let mut keys = vec![self.held_key().to_string()];
+        let mut keys = vec![self.held_key().clone()];
         if self.lock.limit > 1 {
             keys.push(limit_key(&self.lock.key));
         }
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let keys: Vec<&Key> = keys.iter().collect();
         let ttl_ms = self.lock.ttl.as_millis().to_string();
         let limit = self.lock.limit.to_string();
-        let args = [self.identity.as_str(), &ttl_ms, &limit];
+        let args = [
+            self.identity.as_bytes(),
+            ttl_ms.as_bytes(),
+            limit.as_bytes(),
+        ];
         let (extended, sent_at): (i64, Instant) = self.link.call(Some(deadline), |session| {
             let extended = session.eval(&RENEW, &keys, &args)?;
             Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
@@ -217,7 +227,7 @@ impl LockBackend for SingleRedis {
         let [queue, alive] = queue_keys(&self.lock.key);
         let token = self.lock.token.as_str();
         let _: Result<i64> = self.link.call(None, |session| {
-            session.eval(&LEAVE_QUEUE, &[&queue, &alive], &[token])
+            session.eval(&LEAVE_QUEUE, &[&queue, &alive], &[token.as_bytes()])
         });
     }
 
@@ -273,7 +283,7 @@ impl LockBackend for SingleRedis {
 /// take it before this one's next renewal finds it gone. Waiting makes that unlikely; it
 /// cannot rule it out, and a master without a replica in time is only reported: refusing to
 /// run would turn a degraded replica into an outage of every job.
-fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &str) {
+fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &Key) {
     match session.replicas {
         None => return,
         Some(0) => {

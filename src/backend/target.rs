@@ -93,6 +93,14 @@ impl Deployment {
         &self.targets
     }
 
+    /// Whether a node is a Redis Cluster, where one script's keys must share a hash slot.
+    pub fn has_cluster(&self) -> bool {
+        self.targets.iter().any(|target| {
+            let scheme = target.url.split("://").next().unwrap_or_default();
+            scheme.ends_with("+cluster")
+        })
+    }
+
     /// Several independent masters, held by majority.
     pub fn is_quorum(&self) -> bool {
         self.targets.len() > 1

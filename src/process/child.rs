@@ -78,7 +78,7 @@ pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
 /// has ended (`lease_end`) by the time it would be executed. Call from the main thread.
 pub fn spawn(
     prepared: &mut Prepared,
-    env: &[(&str, String)],
+    env: &[(&str, Vec<u8>)],
     lease_end: Instant,
 ) -> Result<Child, SpawnError> {
     if Instant::now() >= lease_end {

@@ -110,13 +110,13 @@ pub enum StartError {
 /// executed. Returns the child's pid.
 pub fn spawn(
     prepared: &mut Prepared,
-    env: &[(&str, String)],
+    env: &[(&str, Vec<u8>)],
     take_terminal: bool,
     lease_end: Instant,
 ) -> Result<libc::pid_t, StartError> {
     let ours = c_strings(
         env.iter()
-            .map(|(name, value)| format!("{name}={value}").into_bytes()),
+            .map(|(name, value)| [name.as_bytes(), b"=", value].concat()),
     )
     .map_err(StartError::Exec)?;
     let mut envp = Vec::with_capacity(prepared.inherited.len() + ours.len() + 1);

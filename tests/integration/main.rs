@@ -8,6 +8,7 @@ mod errors;
 mod exclusion;
 mod exit_codes;
 mod faults;
+mod keys;
 mod lease;
 mod operators;
 mod pauses;

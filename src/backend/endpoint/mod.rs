@@ -64,7 +64,7 @@ pub enum Target<'a> {
     /// Wherever: a plain server, the master, any cluster node.
     Any,
     /// The server that holds this key.
-    Key(&'a str),
+    Key(&'a [u8]),
     /// A cluster node by address (a redirection, or one master of a scan); "" elsewhere.
     Node(&'a str),
 }
@@ -117,9 +117,7 @@ impl Endpoint {
             Kind::Server(_) | Kind::Sentinel(_) => String::new(),
             Kind::Cluster(cluster) => match target {
                 Target::Node(address) => address.to_string(),
-                Target::Key(key) => {
-                    cluster.owner(key_slot(key.as_bytes()), until, &self.display)?
-                }
+                Target::Key(key) => cluster.owner(key_slot(key), until, &self.display)?,
                 Target::Any => match self.connections.keys().next() {
                     Some(address) => address.clone(),
                     None => cluster.owner(0, until, &self.display)?,
@@ -139,11 +137,9 @@ impl Endpoint {
 
     /// A new connection of its own (not shared with commands) to the server that holds
     /// `key`, with no read or write timeout set; for a subscription.
-    pub fn open_for(&mut self, key: &str, until: Instant) -> Result<Connection> {
+    pub fn open_for(&mut self, key: &[u8], until: Instant) -> Result<Connection> {
         let address = match &mut self.kind {
-            Kind::Cluster(cluster) => {
-                cluster.owner(key_slot(key.as_bytes()), until, &self.display)?
-            }
+            Kind::Cluster(cluster) => cluster.owner(key_slot(key), until, &self.display)?,
             Kind::Server(_) | Kind::Sentinel(_) => String::new(),
         };
         let node = self.open(&address, until, false)?;

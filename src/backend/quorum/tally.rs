@@ -179,7 +179,7 @@ impl AcquireAnswers {
 #[derive(Debug, Default)]
 pub(super) struct Refusals {
     /// Per refusing node: the holder's value (if a string) and its time left.
-    pub(super) seen: Vec<(Option<String>, Option<Duration>)>,
+    pub(super) seen: Vec<(Option<Vec<u8>>, Option<Duration>)>,
 }
 
 impl Refusals {
@@ -194,7 +194,7 @@ impl Refusals {
     }
 
     /// How many refusing nodes each holder has, by identity (`None`: not a string).
-    fn holders(&self) -> HashMap<Option<&str>, usize> {
+    fn holders(&self) -> HashMap<Option<&[u8]>, usize> {
         let mut holders = HashMap::new();
         for (value, _) in &self.seen {
             let identity = value.as_deref().map(identity_in);
@@ -210,7 +210,7 @@ impl Refusals {
     }
 
     /// The holder to name: one with the most nodes.
-    pub(super) fn holder(&self) -> Option<String> {
+    pub(super) fn holder(&self) -> Option<Vec<u8>> {
         let holders = self.holders();
         self.seen
             .iter()
@@ -293,10 +293,8 @@ mod tests {
         assert!(is_transient(&err));
     }
 
-    fn value(token: &str) -> Option<String> {
-        Some(format!(
-            "{{\"token\":\"{token}\",\"fence\":1,\"host\":\"h\"}}"
-        ))
+    fn value(token: &str) -> Option<Vec<u8>> {
+        Some(format!("{{\"token\":\"{token}\",\"fence\":1,\"host\":\"h\"}}").into_bytes())
     }
 
     #[test]
