@@ -230,7 +230,7 @@ fn lone_failure(view: &LockView) -> Option<&str> {
     }
 }
 
-/// One server: `redlock:deploy held by web-3 pid 4242 `./deploy.sh prod` for 3m12s, ttl
+/// One server: `redlock:deploy held by web-3 pid 4242 `deploy.sh` (v1.2) for 3m12s, ttl
 /// 24s, fence 118`.
 fn lock_line(view: &LockView) -> String {
     let key = &view.key;

@@ -1,4 +1,4 @@
-//! Who holds a lock, said in one line for people: `web-3 pid 4242 `./deploy.sh prod` for
+//! Who holds a lock, said in one line for people: `web-3 pid 4242 `deploy.sh` (v1.2) for
 //! 3m12s`. The value is read back by `backend::layout`; this is only its wording, for the
 //! waiting messages and for `status`, `list` and `release`.
 
