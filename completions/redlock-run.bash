@@ -47,7 +47,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -n -E -c -q -v -h -V --key --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --fair --min-hold --max-runtime --label --pass-redis-env --shell --quiet --verbose --help --version status list release help"
+            opts="-k -r -t -w -n -E -c -q -v -h -V --key --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --fair --min-hold --max-runtime --label --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -137,6 +137,10 @@ _redlock__run() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -215,7 +219,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__list)
-            opts="-r -h --json --redis --password-file --prefix --redis-timeout --help"
+            opts="-r -h --json --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -239,6 +243,10 @@ _redlock__run() {
                     ;;
                 --redis-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -249,7 +257,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__release)
-            opts="-k -r -h --key --force --redis --password-file --prefix --redis-timeout --help"
+            opts="-k -r -h --key --force --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -281,6 +289,10 @@ _redlock__run() {
                     ;;
                 --redis-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -291,7 +303,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__status)
-            opts="-k -r -h --key --json --redis --password-file --prefix --redis-timeout --help"
+            opts="-k -r -h --key --json --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -323,6 +335,10 @@ _redlock__run() {
                     ;;
                 --redis-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair min-hold= max-runtime= label= pass-redis-env c/shell= q/quiet v/verbose h/help V/version
+    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair min-hold= max-runtime= label= pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -39,6 +39,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Ke
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l label -d 'What waiters and `status` show of this holder besides its host, pid and program\'s name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command\'s arguments are never shown to others' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l shell -d 'Run CMD with /bin/sh -c instead of -- COMMAND ARGS' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Fail at once when the lock is busy (same as --wait 0)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fair -d 'Take the lock in the order the waiters arrived (first come, first served)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l pass-redis-env -d 'Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command\'s environment; by default they are removed from it when they hold a password'
@@ -55,12 +57,16 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l 
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of a line'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'Print a JSON array instead of lines'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s k -l key -d 'Lock name' -r
@@ -68,6 +74,8 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s r -l
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l force -d 'Required: releasing someone else\'s lock lets a second holder in'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'

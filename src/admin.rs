@@ -18,6 +18,9 @@ use crate::report::escape;
 use crate::{holder, report};
 
 pub fn run(config: &AdminConfig) -> Outcome {
+    if let AdminAction::Status { key, .. } | AdminAction::Release { key, .. } = &config.action {
+        report::set_key(key);
+    }
     match run_checked(config) {
         Ok(outcome) => outcome,
         Err(err) => {

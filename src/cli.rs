@@ -46,6 +46,41 @@ pub struct Cli {
 
     #[command(flatten)]
     pub run: RunArgs,
+
+    /// What redlock-run writes on stderr: lines of text, or one JSON object a line (time,
+    /// level, event, key, fence, message) for log collectors
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        env = "REDLOCK_LOG_FORMAT",
+        default_value = "text",
+        value_parser = ["text", "json"],
+        global = true
+    )]
+    pub log_format: String,
+}
+
+/// Whether `args` (this process's command line) or the environment ask for JSON logs: for
+/// a command line that clap refused, whose error must still be written in the format asked
+/// for. Looks only for `--log-format json`, `--log-format=json` or `REDLOCK_LOG_FORMAT=json`.
+pub fn json_logs_requested<I, T>(args: I) -> bool
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString>,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let mut typed = None;
+    for (i, arg) in args.iter().enumerate() {
+        if arg == "--" {
+            break;
+        }
+        if arg == "--log-format" {
+            typed = args.get(i + 1).map(|value| value == "json");
+        } else if let Some(value) = arg.to_str().and_then(|a| a.strip_prefix("--log-format=")) {
+            typed = Some(value == "json");
+        }
+    }
+    typed.unwrap_or_else(|| std::env::var_os("REDLOCK_LOG_FORMAT").is_some_and(|v| v == "json"))
 }
 
 /// Where the locks live; shared by every form of the command.

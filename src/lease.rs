@@ -91,6 +91,7 @@ impl Timing {
             timing: *self,
             acquired_at,
             sent_at: acquired_at,
+            renewals: 0,
         }
     }
 }
@@ -103,6 +104,8 @@ pub struct Lease {
     acquired_at: Instant,
     /// When the last successful acquire or renewal was sent.
     sent_at: Instant,
+    /// Renewals reported so far (for the run's summary).
+    renewals: u32,
 }
 
 impl Lease {
@@ -131,8 +134,13 @@ impl Lease {
         self.sent_at = self.sent_at.max(sent_at);
     }
 
+    pub fn renewals(&self) -> u32 {
+        self.renewals
+    }
+
     /// A lease that runs until `valid_until`, as a renewal reported it.
     pub fn renewed_until(&mut self, valid_until: Instant) {
+        self.renewals = self.renewals.saturating_add(1);
         if let Some(sent_at) = valid_until.checked_sub(self.timing.validity()) {
             self.renewed(sent_at);
         }

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use redlock_run::cli::Cli;
+use redlock_run::cli::{self, Cli};
 use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
 use redlock_run::{admin, report, run};
@@ -31,10 +31,12 @@ fn outcome() -> Outcome {
             return Outcome::Done;
         }
         Err(err) => {
+            report::set_json(cli::json_logs_requested(std::env::args_os()));
             report::usage_error(&err.render().to_string());
             return Outcome::Failed;
         }
     };
+    report::set_json(cli.log_format == "json");
     let task = match Task::from_cli(cli) {
         Ok(task) => task,
         Err(err) => {

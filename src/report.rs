@@ -1,13 +1,17 @@
-//! Everything redlock-run itself says, on stderr, one line at a time, prefixed
-//! `redlock-run:`, with the control characters of text from outside escaped; written by a
-//! thread of its own, so that a stderr nobody reads cannot stop the run. stdout belongs to
-//! the command. The verbosity is set once at start.
+//! Everything redlock-run itself says, on stderr, one line at a time, with the control
+//! characters of text from outside escaped; written by a thread of its own, so that a
+//! stderr nobody reads cannot stop the run. stdout belongs to the command. The verbosity and
+//! the format are set once at start: text (`redlock-run: <message>`), or one JSON object a
+//! line (`--log-format json`) with the same message and the same escaping, plus what a
+//! machine reading the log needs (time, level, event, the lock's key and fence, and the
+//! numbers of an ending).
 
+use std::fmt::{self, Write as _};
 use std::io::Write;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
 
 /// How much redlock-run says on stderr: `-q`, the default, `-v`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -18,38 +22,160 @@ pub enum Verbosity {
 }
 
 static VERBOSITY: AtomicU8 = AtomicU8::new(Verbosity::Normal as u8);
+static JSON: AtomicBool = AtomicBool::new(false);
 
 pub fn set_verbosity(verbosity: Verbosity) {
     VERBOSITY.store(verbosity as u8, Ordering::Relaxed);
+}
+
+/// `--log-format json`: every line becomes one JSON object.
+pub fn set_json(json: bool) {
+    JSON.store(json, Ordering::Relaxed);
 }
 
 fn enabled(level: Verbosity) -> bool {
     VERBOSITY.load(Ordering::Relaxed) >= level as u8
 }
 
+/// How serious a line is: `error` always shows, `warn` and `info` unless `-q`, `debug`
+/// only with `-v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl Level {
+    fn shown(self) -> bool {
+        match self {
+            Level::Error => true,
+            Level::Warn | Level::Info => enabled(Verbosity::Normal),
+            Level::Debug => enabled(Verbosity::Verbose),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warn => "warn",
+            Level::Info => "info",
+            Level::Debug => "debug",
+        }
+    }
+}
+
+/// What a line is about, for a machine reading the log: JSON's `event`. Lines without a
+/// more precise one are `error`, `warning`, `info` or `step` by their level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Error,
+    Warning,
+    Info,
+    Step,
+    /// The lock is ours.
+    Acquired,
+    /// Busy with `--no-wait`: the run is skipped.
+    Busy,
+    /// `--wait` ran out: the run is skipped.
+    WaitTimeout,
+    /// The lease ran out before the command could start: the run is skipped.
+    NotStarted,
+    /// Waiting for the lock, and who holds it.
+    Waiting,
+    Started,
+    Renewed,
+    /// The lock was lost while the command ran.
+    Lost,
+    MaxRuntime,
+    Released,
+    /// The end of a run, with its numbers (`-v`).
+    Summary,
+    /// The command line was refused.
+    Usage,
+    /// A bug: a panic's message.
+    InternalError,
+}
+
+impl Event {
+    pub fn name(self) -> &'static str {
+        match self {
+            Event::Error => "error",
+            Event::Warning => "warning",
+            Event::Info => "info",
+            Event::Step => "step",
+            Event::Acquired => "acquired",
+            Event::Busy => "busy",
+            Event::WaitTimeout => "wait_timeout",
+            Event::NotStarted => "not_started",
+            Event::Waiting => "waiting",
+            Event::Started => "started",
+            Event::Renewed => "renewed",
+            Event::Lost => "lost",
+            Event::MaxRuntime => "max_runtime",
+            Event::Released => "released",
+            Event::Summary => "summary",
+            Event::Usage => "usage",
+            Event::InternalError => "internal_error",
+        }
+    }
+}
+
+/// What every JSON line of a run carries once it is known.
+struct Context {
+    /// The lock's full key, as shown (escaped).
+    key: Option<String>,
+    fence: Option<u64>,
+}
+
+static CONTEXT: Mutex<Context> = Mutex::new(Context {
+    key: None,
+    fence: None,
+});
+
+/// The lock this run or command is about, from now on in every JSON line.
+pub fn set_key(key: &dyn fmt::Display) {
+    CONTEXT.lock().unwrap_or_else(|p| p.into_inner()).key = Some(key.to_string());
+}
+
+/// The fence of the lock this run holds, from now on in every JSON line.
+pub fn set_fence(fence: u64) {
+    CONTEXT.lock().unwrap_or_else(|p| p.into_inner()).fence = Some(fence);
+}
+
+/// One line, if its level is shown: `fields` are numbers a machine wants as such (JSON
+/// only; the message says them for people).
+pub fn say(level: Level, event: Event, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
+    if level.shown() {
+        line(level, event, fields, message);
+    }
+}
+
 /// A failure that ends the run; always shown. `{:#}` prints the whole context chain.
 pub fn error(err: &anyhow::Error) {
-    line(format_args!("{err:#}"));
+    error_as(Event::Error, err);
+}
+
+pub fn error_as(event: Event, err: &anyhow::Error) {
+    say(Level::Error, event, &[], format_args!("{err:#}"));
 }
 
 /// Something the user should know even in cron mail, such as a release that failed. Hidden
 /// by `-q`. (Losing the lock is an error and goes through `error`.)
-pub fn warn(message: std::fmt::Arguments<'_>) {
-    if enabled(Verbosity::Normal) {
-        line(format_args!("warning: {message}"));
-    }
+pub fn warn(message: fmt::Arguments<'_>) {
+    say(Level::Warn, Event::Warning, &[], message);
 }
 
 /// Plain news at normal verbosity, such as why the lock was not obtained. Hidden by `-q`.
-pub fn info(message: std::fmt::Arguments<'_>) {
-    if enabled(Verbosity::Normal) {
-        line(message);
-    }
+pub fn info_as(event: Event, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
+    say(Level::Info, event, fields, message);
 }
 
-/// A line the caller has already decided to show (it checked the verbosity itself).
-pub fn line_anyway(message: std::fmt::Arguments<'_>) {
-    line(message);
+/// Who holds the lock we wait for: the caller has already decided to show it (on a
+/// terminal, or with `-v`).
+pub fn waiting(message: fmt::Arguments<'_>) {
+    line(Level::Info, Event::Waiting, &[], message);
 }
 
 /// Whether `-q` was given.
@@ -58,17 +184,19 @@ pub fn is_quiet() -> bool {
 }
 
 /// Steps worth seeing with `-v`.
-pub fn verbose(message: std::fmt::Arguments<'_>) {
-    if enabled(Verbosity::Verbose) {
-        line(message);
-    }
+pub fn verbose(message: fmt::Arguments<'_>) {
+    verbose_as(Event::Step, message);
+}
+
+pub fn verbose_as(event: Event, message: fmt::Arguments<'_>) {
+    say(Level::Debug, event, &[], message);
 }
 
 pub fn is_verbose() -> bool {
     enabled(Verbosity::Verbose)
 }
 
-fn line(message: std::fmt::Arguments<'_>) {
+fn line(level: Level, event: Event, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
     // One line per message, whatever the message holds (some server errors span lines), and
     // one write per line so that lines from threads never interleave. Any other control
     // character is escaped: messages quote keys, values and replies from outside.
@@ -78,8 +206,42 @@ fn line(message: std::fmt::Arguments<'_>) {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    let text = format!("redlock-run: {}\n", escape(&folded.join(" ")));
+    let message = escape(&folded.join(" ")).into_owned();
+    let text = if JSON.load(Ordering::Relaxed) {
+        json_line(level, event, fields, &message)
+    } else if level == Level::Warn {
+        format!("redlock-run: warning: {message}\n")
+    } else {
+        format!("redlock-run: {message}\n")
+    };
     stderr_writer().send(text.into_bytes());
+}
+
+/// `{"time":…,"level":…,"event":…,"key":…,"fence":…,<fields>,"message":…}`, keys in that
+/// order, `key` and `fence` once known.
+fn json_line(level: Level, event: Event, fields: &[(&str, u64)], message: &str) -> String {
+    let quote = |text: &str| serde_json::Value::from(text).to_string();
+    let time = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let mut out = format!(
+        "{{\"time\":{},\"level\":{},\"event\":{}",
+        quote(&time),
+        quote(level.name()),
+        quote(event.name())
+    );
+    {
+        let context = CONTEXT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(key) = &context.key {
+            let _ = write!(out, ",\"key\":{}", quote(key));
+        }
+        if let Some(fence) = context.fence {
+            let _ = write!(out, ",\"fence\":{fence}");
+        }
+    }
+    for (name, value) in fields {
+        let _ = write!(out, ",{}:{value}", quote(name));
+    }
+    let _ = writeln!(out, ",\"message\":{}}}", quote(message));
+    out
 }
 
 /// How many lines may wait for a slow stderr before more are dropped.
@@ -199,7 +361,12 @@ pub fn usage_error(rendered: &str) {
         .collect();
     let message = message.join(" ");
     let message = message.strip_prefix("error: ").unwrap_or(&message);
-    line(format_args!("{message}; try --help"));
+    line(
+        Level::Error,
+        Event::Usage,
+        &[],
+        format_args!("{message}; try --help"),
+    );
 }
 
 /// Makes a panic message print each secret text as its safe form instead (a Redis URL
@@ -211,7 +378,12 @@ pub fn redact_panics(pairs: Vec<(String, String)>) {
             .fold(info.to_string(), |text, (secret, shown)| {
                 text.replace(secret, shown)
             });
-        line(format_args!("internal error: {text}"));
+        line(
+            Level::Error,
+            Event::InternalError,
+            &[],
+            format_args!("internal error: {text}"),
+        );
         flush();
     }));
 }

@@ -34,10 +34,62 @@ const RUN_VARIABLES: [&str; 4] = [
 /// Runs the configured command under the lock. Every failure is reported here, once.
 pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
-    run_checked(config).unwrap_or_else(|err| {
+    report::set_key(&config.key);
+    let started = Instant::now();
+    let mut tally = Tally::default();
+    let outcome = run_checked(config, &mut tally).unwrap_or_else(|err| {
         report::error(&err);
         Outcome::Failed
-    })
+    });
+    summarize(&tally, started, &outcome);
+    outcome
+}
+
+/// What a run did, for its summary line (`-v`).
+#[derive(Default)]
+struct Tally {
+    /// When the lock was ours, and when it no longer was.
+    acquired: Option<Instant>,
+    released: Option<Instant>,
+    renewals: u32,
+}
+
+/// `finished: waited 0s, held 2.5s, renewed 3 times, exit 0`, with `-v`; in JSON with the
+/// same numbers as fields, for log collectors and monitors.
+fn summarize(tally: &Tally, started: Instant, outcome: &Outcome) {
+    if !report::is_verbose() {
+        return;
+    }
+    let exit_code = u64::from(outcome.exit_code());
+    let waited = tally.acquired.unwrap_or_else(Instant::now) - started;
+    let held = tally
+        .acquired
+        .map(|acquired| tally.released.unwrap_or_else(Instant::now) - acquired);
+    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    let mut fields = vec![("waited_ms", millis(waited))];
+    let what = match held {
+        Some(held) => {
+            fields.push(("held_ms", millis(held)));
+            fields.push(("renewals", u64::from(tally.renewals)));
+            format!(
+                "held {}, renewed {} time{}",
+                report::duration(held),
+                tally.renewals,
+                if tally.renewals == 1 { "" } else { "s" }
+            )
+        }
+        None => String::from("the lock was not taken"),
+    };
+    fields.push(("exit_code", exit_code));
+    report::say(
+        report::Level::Debug,
+        report::Event::Summary,
+        &fields,
+        format_args!(
+            "finished: waited {}, {what}, exit {exit_code}",
+            report::duration(waited)
+        ),
+    );
 }
 
 /// Where taking the lock got us.
@@ -52,7 +104,7 @@ enum Acquisition {
     Ended(Outcome),
 }
 
-fn run_checked(config: &Config) -> Result<Outcome> {
+fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     let (events_tx, events) = mpsc::channel();
     // First, so that a signal arriving from here on is never lost.
     let forwarded = signals::listen(events_tx.clone())?;
@@ -100,12 +152,18 @@ fn run_checked(config: &Config) -> Result<Outcome> {
             } => (backend, sent_at, fence, guardian),
             Acquisition::Ended(outcome) => return Ok(outcome),
         };
-    report::verbose(format_args!("lock taken, token {token}, fence {fence}"));
+    tally.acquired = Some(Instant::now());
+    report::set_fence(fence);
+    report::verbose_as(
+        report::Event::Acquired,
+        format_args!("lock taken, token {token}, fence {fence}"),
+    );
     let mut lease = config.timing.lease_from(sent_at);
 
     // A signal that came while the lock was being taken stops us before the command starts.
     if let Some(signal) = pending_signal(&events) {
         release(&mut *backend, config, &lease);
+        tally.released = Some(Instant::now());
         return Ok(Outcome::Interrupted { signal });
     }
 
@@ -127,11 +185,15 @@ fn run_checked(config: &Config) -> Result<Outcome> {
             let backend = renewer.stop();
             supervise::catch_up(&events, &mut lease);
             release(&mut **renew::lock(&backend), config, &lease);
+            tally.released = Some(Instant::now());
             return Ok(outcome);
         }
     };
     let _ = child_pid.send(child.pid());
-    report::verbose(format_args!("command started, pid {}", child.pid()));
+    report::verbose_as(
+        report::Event::Started,
+        format_args!("command started, pid {}", child.pid()),
+    );
     // Told the group after the command starts (it needs the group's id): a SIGKILL in the
     // few microseconds between the two leaves only the parent-death signal to act. A
     // renewal that finishes meanwhile reaches it through the supervisor.
@@ -167,6 +229,8 @@ fn run_checked(config: &Config) -> Result<Outcome> {
     supervise::catch_up(&events, &mut lease);
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
     release(&mut **renew::lock(&backend), config, &lease);
+    tally.released = Some(Instant::now());
+    tally.renewals = lease.renewals();
     // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
     // is dismissed it finds the group gone and does nothing to it.
     if let Some(guardian) = &guardian {
@@ -194,12 +258,15 @@ fn cannot_run(config: &Config, err: SpawnError) -> Outcome {
             return Outcome::Failed;
         }
         SpawnError::LeaseEnded => {
-            report::error(&anyhow::anyhow!(
-                "the lease on {} ran out before {program} could start (redlock-run was paused \
+            report::error_as(
+                report::Event::NotStarted,
+                &anyhow::anyhow!(
+                    "the lease on {} ran out before {program} could start (redlock-run was paused \
                  or starved of CPU after taking the lock); it was not started, and another \
                  holder may have the lock now",
-                config.key
-            ));
+                    config.key
+                ),
+            );
             return not_acquired_outcome(config);
         }
     };
@@ -235,11 +302,11 @@ fn acquire(
     let deadline = match (config.wait, &blocker) {
         (Wait::For(limit), Some(blocker)) if limit.is_zero() => {
             backend.abandon();
-            report::info(format_args!(
-                "{} is {}; not waiting",
-                config.key,
-                blocker.phrase()
-            ));
+            report::info_as(
+                report::Event::Busy,
+                &[("exit_code", u64::from(config.conflict_exit_code))],
+                format_args!("{} is {}; not waiting", config.key, blocker.phrase()),
+            );
             return Ok(not_acquired(config));
         }
         (Wait::For(limit), _) => Some(started + limit),
@@ -272,11 +339,15 @@ fn acquire(
         }),
         Waited::TimedOut => {
             backend.abandon();
-            report::info(format_args!(
-                "{} is still held by another process after {}; giving up",
-                config.key,
-                report::duration(started.elapsed())
-            ));
+            report::info_as(
+                report::Event::WaitTimeout,
+                &[("exit_code", u64::from(config.conflict_exit_code))],
+                format_args!(
+                    "{} is still held by another process after {}; giving up",
+                    config.key,
+                    report::duration(started.elapsed())
+                ),
+            );
             Ok(not_acquired(config))
         }
         Waited::Unreachable(err) => {
@@ -330,7 +401,9 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) {
     };
     let keep_for = lease::min_hold_left(config.min_hold, lease.acquired_at(), now);
     match backend.release(keep_for, deadline) {
-        Ok(Released::Deleted) => report::verbose(format_args!("lock released")),
+        Ok(Released::Deleted) => {
+            report::verbose_as(report::Event::Released, format_args!("lock released"))
+        }
         Ok(Released::DeletedUnannounced) => report::warn(format_args!(
             "released {}, but Redis refused to announce it: this user may not publish on \
              the release channel, so waiters find the lock free only when they next look \

@@ -148,12 +148,15 @@ impl Supervisor<'_> {
                 self.child.terminate_group();
                 self.kill_at = Some(now + self.limits.kill_after);
                 self.ending = Ending::MaxRuntime;
-                report::error(&anyhow::anyhow!(
-                    "--max-runtime of {} reached; terminating the command \
+                report::error_as(
+                    report::Event::MaxRuntime,
+                    &anyhow::anyhow!(
+                        "--max-runtime of {} reached; terminating the command \
                      (SIGTERM now, SIGKILL in {})",
-                    report::duration(self.limits.max_runtime.unwrap_or_default()),
-                    report::duration(self.limits.kill_after)
-                ));
+                        report::duration(self.limits.max_runtime.unwrap_or_default()),
+                        report::duration(self.limits.kill_after)
+                    ),
+                );
             }
         } else if self.kill_at.is_some_and(|at| now >= at) && !self.killed {
             report::verbose(format_args!("sending SIGKILL to the command"));
@@ -238,10 +241,13 @@ impl Supervisor<'_> {
         // Continued. While we were stopped nothing renewed the lease: resume the command
         // only if the lease still holds; the renewal thread, running again, renews at once.
         if Instant::now() >= self.lease.valid_until() {
-            report::error(&anyhow::anyhow!(
-                "lock lost: {} expired while the command was stopped; killing it",
-                self.key
-            ));
+            report::error_as(
+                report::Event::Lost,
+                &anyhow::anyhow!(
+                    "lock lost: {} expired while the command was stopped; killing it",
+                    self.key
+                ),
+            );
             self.child.signal_group(libc::SIGKILL);
             self.kill_at = Some(Instant::now());
             self.killed = true;
@@ -273,10 +279,13 @@ impl Supervisor<'_> {
         // Signal first: reporting could block on a full stderr pipe.
         self.child.terminate_group();
         self.kill_at = Some(at);
-        report::error(&anyhow::anyhow!(
-            "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
-            report::duration(at.saturating_duration_since(now))
-        ));
+        report::error_as(
+            report::Event::Lost,
+            &anyhow::anyhow!(
+                "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
+                report::duration(at.saturating_duration_since(now))
+            ),
+        );
     }
 
     fn exited(&mut self) -> Result<Supervised> {

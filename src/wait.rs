@@ -276,7 +276,7 @@ impl Announcer {
         if self.named.as_ref() == Some(&who) {
             return;
         }
-        report::line_anyway(format_args!("waiting for {key}: {}", blocker.phrase()));
+        report::waiting(format_args!("waiting for {key}: {}", blocker.phrase()));
         self.named = Some(who);
     }
 }

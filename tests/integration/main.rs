@@ -10,6 +10,7 @@ mod exit_codes;
 mod faults;
 mod keys;
 mod lease;
+mod logs;
 mod operators;
 mod pauses;
 mod redlock;
