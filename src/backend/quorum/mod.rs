@@ -22,7 +22,6 @@
 //! - **Waiting**: subscribed once a majority of nodes listens (the others join as they come
 //!   up); each release wakes the waiter once, its own releases not at all.
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,7 +32,7 @@ mod tally;
 
 use rounds::{Answer, Nodes, RoundEnd, Work};
 pub(super) use tally::majority;
-use tally::{AcquireAnswers, ReleaseTally, Tally};
+use tally::{AcquireAnswers, ReleaseCopies, ReleaseTally, Tally};
 
 use super::error::BackendError;
 use super::target::RedisTarget;
@@ -42,10 +41,6 @@ use super::{
     SubscriptionParts,
 };
 use crate::{lease, report};
-
-/// How many release notices a waiter remembers, to pass each on once however the copies
-/// from different nodes interleave.
-const RECENT_NOTICES: usize = 16;
 
 pub struct Quorum {
     nodes: Nodes,
@@ -343,21 +338,14 @@ impl LockBackend for Quorum {
     }
 
     fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
-        // A release is announced on every node: each one is passed on once, so that a
-        // waiter does not try again for each copy; this waiter's own releases after failed
-        // attempts are not passed on at all.
-        let mut recent: VecDeque<String> = VecDeque::with_capacity(RECENT_NOTICES);
+        // A release is announced on every node: a waiter tries on its first copy and on
+        // the one that completes a majority (`ReleaseCopies`), not on each; this waiter's
+        // own releases after failed attempts are not passed on at all.
+        let mut copies = ReleaseCopies::new(self.majority);
         let own = format!("{}#", self.identity);
         let once = move |notice: Notice| match &notice {
-            Notice::Released { by } if by.starts_with(&own) || recent.contains(by) => true,
-            Notice::Released { by } => {
-                if recent.len() == RECENT_NOTICES {
-                    recent.pop_front();
-                }
-                recent.push_back(by.clone());
-                sink(notice)
-            }
-            Notice::Broken(_) => sink(notice),
+            Notice::Released { by } if by.starts_with(&own) || !copies.pass(by) => true,
+            Notice::Released { .. } | Notice::Broken(_) => sink(notice),
         };
         let shared = Arc::new(Mutex::new(once));
         let parts = SubscriptionParts::new();

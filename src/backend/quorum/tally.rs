@@ -2,7 +2,7 @@
 //! no for sure; who holds the nodes that refused; how a release went. Pure bookkeeping,
 //! so that the quorum's decisions can be tested without servers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::Answer;
@@ -220,6 +220,49 @@ impl Refusals {
     }
 }
 
+/// How many releases a waiter remembers, to act on the copies of each as below however the
+/// copies from different nodes interleave.
+const RECENT_RELEASES: usize = 16;
+
+/// Which copies of a release notice a waiter acts on. Every node announces the release
+/// it deleted, each at its own moment: the first copy may come while the others still
+/// hold the releasing holder's key (a try then finds the lock busy), so the copy that
+/// completes a majority is passed on too, when the lock is surely free of that holder.
+/// Other copies would only repeat a try. At most two tries a release, whatever the nodes.
+#[derive(Debug)]
+pub(super) struct ReleaseCopies {
+    majority: usize,
+    /// Each recent release, by its notice, with the copies heard of it.
+    heard: VecDeque<(String, usize)>,
+}
+
+impl ReleaseCopies {
+    pub(super) fn new(majority: usize) -> ReleaseCopies {
+        ReleaseCopies {
+            majority,
+            heard: VecDeque::with_capacity(RECENT_RELEASES),
+        }
+    }
+
+    /// Whether a waiter should try again on this copy of the release notice `by`.
+    pub(super) fn pass(&mut self, by: &str) -> bool {
+        let copies = match self.heard.iter_mut().find(|(notice, _)| notice == by) {
+            Some((_, copies)) => {
+                *copies += 1;
+                *copies
+            }
+            None => {
+                if self.heard.len() == RECENT_RELEASES {
+                    self.heard.pop_front();
+                }
+                self.heard.push_back((by.to_string(), 1));
+                1
+            }
+        };
+        copies == 1 || copies == self.majority
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +334,26 @@ mod tests {
         assert!(text.contains("redis://n2: down"), "{text}");
         assert!(text.contains("1 gave no answer in time"), "{text}");
         assert!(is_transient(&err));
+    }
+
+    #[test]
+    fn a_release_is_acted_on_first_and_once_a_majority_announced_it() {
+        let mut copies = ReleaseCopies::new(3);
+        let passed: Vec<bool> = ["a#1", "a#1", "b#1", "a#1", "a#1", "b#1", "b#1"]
+            .into_iter()
+            .map(|by| copies.pass(by))
+            .collect();
+        assert_eq!(passed, [true, false, true, true, false, false, true]);
+        let mut one_node = ReleaseCopies::new(1);
+        assert!(one_node.pass("x#1"));
+        assert!(!one_node.pass("x#1"));
+        let mut many = ReleaseCopies::new(2);
+        for n in 0..100 {
+            assert!(
+                many.pass(&format!("r#{n}")),
+                "each new release is passed on"
+            );
+        }
     }
 
     fn value(token: &str) -> Option<Vec<u8>> {
