@@ -1,0 +1,109 @@
+//! The harness's command line: the flags `scripts/bench` passes through, their defaults,
+//! and the caps that keep a run bounded. It owns no measuring and no output beyond `--help`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Result;
+
+pub const USAGE: &str = "\
+usage: scripts/bench [OPTIONS]      (or: cargo bench --bench compare -- [OPTIONS])
+
+  --quick                 fewer samples and a shorter waiting window (a smoke run)
+  --overhead-samples N    runs of each `TOOL -- true` and of bare `true` [200]
+  --handoff-samples N     handoffs measured per tool, at least 30 [60]
+  --hold-ms MS            how long the holder holds in each handoff sample [120]
+  --clients N             contending clients [8]
+  --cycles N              lock/run/unlock cycles per client [25]
+  --waiters N             clients waiting behind a holder in the waiting test [8]
+  --wait-window SECS      how long the waiting test counts server requests [30]
+  --target TRIPLE         build redlock-run for this target (cargo build --target), e.g.
+                          x86_64-unknown-linux-musl; without it, the host build that
+                          .cargo/config.toml sets up (static-pie on glibc)
+  --redlock-bin PATH      bench this binary instead of building one
+  --json PATH             where to write the JSON [TARGET_DIR/bench/compare.json]
+  -h, --help              this text";
+
+pub struct Opts {
+    pub overhead_samples: usize,
+    pub handoff_samples: usize,
+    pub hold: Duration,
+    pub clients: usize,
+    pub cycles: usize,
+    pub waiters: usize,
+    pub wait_window: Duration,
+    pub target: Option<String>,
+    pub redlock_bin: Option<PathBuf>,
+    pub json: Option<PathBuf>,
+}
+
+impl Opts {
+    pub fn parse(args: &[String]) -> Result<Option<Opts>> {
+        let mut opts = Opts {
+            overhead_samples: 200,
+            handoff_samples: 60,
+            hold: Duration::from_millis(120),
+            clients: 8,
+            cycles: 25,
+            waiters: 8,
+            wait_window: Duration::from_secs(30),
+            target: None,
+            redlock_bin: None,
+            json: None,
+        };
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            let mut value = |name: &str| {
+                args.next()
+                    .cloned()
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
+            match arg.as_str() {
+                // cargo bench passes --bench to every bench target.
+                "--bench" => {}
+                "-h" | "--help" => {
+                    println!("{USAGE}");
+                    return Ok(None);
+                }
+                "--quick" => {
+                    opts.overhead_samples = 50;
+                    opts.handoff_samples = 30;
+                    opts.wait_window = Duration::from_secs(10);
+                }
+                "--overhead-samples" => opts.overhead_samples = number(arg, &value(arg)?, 1)?,
+                "--handoff-samples" => opts.handoff_samples = number(arg, &value(arg)?, 30)?,
+                "--hold-ms" => {
+                    opts.hold = Duration::from_millis(number(arg, &value(arg)?, 20)? as u64)
+                }
+                "--clients" => opts.clients = number(arg, &value(arg)?, 2)?,
+                "--cycles" => opts.cycles = number(arg, &value(arg)?, 1)?,
+                "--waiters" => opts.waiters = number(arg, &value(arg)?, 1)?,
+                "--wait-window" => {
+                    opts.wait_window = Duration::from_secs(number(arg, &value(arg)?, 1)? as u64)
+                }
+                "--target" => opts.target = Some(value(arg)?),
+                "--redlock-bin" => opts.redlock_bin = Some(PathBuf::from(value(arg)?)),
+                "--json" => opts.json = Some(PathBuf::from(value(arg)?)),
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        // Keep the whole run bounded: these caps hold it well under five minutes.
+        opts.overhead_samples = opts.overhead_samples.min(2000);
+        opts.handoff_samples = opts.handoff_samples.min(500);
+        opts.hold = opts.hold.min(Duration::from_secs(2));
+        opts.clients = opts.clients.min(32);
+        opts.cycles = opts.cycles.min(200);
+        opts.waiters = opts.waiters.min(64);
+        opts.wait_window = opts.wait_window.min(Duration::from_secs(120));
+        Ok(Some(opts))
+    }
+}
+
+fn number(name: &str, text: &str, min: usize) -> Result<usize> {
+    match text.parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!(
+            "{name} wants a whole number >= {min}, not {text:?}"
+        )),
+    }
+}

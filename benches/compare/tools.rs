@@ -1,0 +1,126 @@
+//! The tools compared (redlock-run, flock, etcdctl) and `Bench`, what every measurement
+//! needs to start them: the argv that runs a command under each tool's lock in its plain
+//! documented form, per-tool logs, and the helper command. It owns no timing and no
+//! figures; those are `measure/`'s.
+
+use std::ffi::OsString;
+use std::fs::{self, OpenOptions};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::helper::HELPER;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Tool {
+    Redlock,
+    Flock,
+    Etcd,
+}
+
+pub const TOOLS: [Tool; 3] = [Tool::Redlock, Tool::Flock, Tool::Etcd];
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Redlock => "redlock-run",
+            Tool::Flock => "flock",
+            Tool::Etcd => "etcdctl",
+        }
+    }
+}
+
+/// Everything the phases need to start the tools.
+pub struct Bench {
+    pub exe: PathBuf,
+    pub dir: PathBuf,
+    pub redlock: PathBuf,
+    pub redis_port: u16,
+    /// None when etcd or etcdctl is missing or etcd would not start (column shows n/a).
+    pub etcd_port: Option<u16>,
+    pub etcd_missing: String,
+    pub have_time: bool,
+}
+
+impl Bench {
+    pub fn available(&self, tool: Tool) -> bool {
+        tool != Tool::Etcd || self.etcd_port.is_some()
+    }
+
+    pub fn tools(&self) -> Vec<Tool> {
+        TOOLS.into_iter().filter(|&t| self.available(t)).collect()
+    }
+
+    fn log(&self, tool: Tool) -> Stdio {
+        let path = self.dir.join(format!("{}.log", tool.name()));
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_or_else(|_| Stdio::null(), Stdio::from)
+    }
+
+    pub fn log_tail(&self, tool: Tool) -> String {
+        let text =
+            fs::read_to_string(self.dir.join(format!("{}.log", tool.name()))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join("\n    ")
+    }
+
+    /// The argv that runs `command` under `tool`'s lock named `key`, in each tool's plain
+    /// documented form.
+    pub fn argv(&self, tool: Tool, key: &str, command: &[OsString]) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = match tool {
+            Tool::Redlock => vec![
+                self.redlock.clone().into(),
+                "-r".into(),
+                format!("redis://127.0.0.1:{}", self.redis_port).into(),
+                "-k".into(),
+                key.into(),
+                "--".into(),
+            ],
+            Tool::Flock => vec!["flock".into(), self.dir.join(format!("{key}.flock")).into()],
+            Tool::Etcd => vec![
+                "etcdctl".into(),
+                format!("--endpoints=127.0.0.1:{}", self.etcd_port.unwrap_or(0)).into(),
+                "lock".into(),
+                key.into(),
+                "--".into(),
+            ],
+        };
+        argv.extend(command.iter().cloned());
+        argv
+    }
+
+    pub fn command(&self, tool: Tool, key: &str, command: &[OsString]) -> Command {
+        self.plain(tool, &self.argv(tool, key, command))
+    }
+
+    /// A Command for argv with the tool's log as stderr and stdout discarded.
+    pub fn plain(&self, tool: Tool, argv: &[OsString]) -> Command {
+        let mut command = Command::new(&argv[0]);
+        if tool == Tool::Etcd {
+            command.env("ETCDCTL_API", "3");
+        }
+        command
+            .args(&argv[1..])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(self.log(tool));
+        command
+    }
+
+    /// argv of the helper command: this executable in helper mode.
+    pub fn helper(&self, args: &[&str]) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![self.exe.clone().into(), HELPER.into()];
+        argv.extend(args.iter().map(OsString::from));
+        argv
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+pub fn os(args: &[&str]) -> Vec<OsString> {
+    args.iter().map(OsString::from).collect()
+}
