@@ -31,12 +31,6 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 pub const MIN_REDIS_TIMEOUT: Duration = Duration::from_millis(10);
 pub const MAX_REDIS_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// With `--fair`, a waiter that has not renewed its place in the queue for this long is
-/// dropped from it (it crashed), so it cannot hold up the others for longer.
-pub const FAIR_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How often a fair waiter renews its place (each renewal is also a try).
-pub const FAIR_HEARTBEAT_EVERY: Duration = Duration::from_secs(1);
-
 /// Retry pacing for a renewal that failed for a transient reason.
 const RENEWAL_RETRY_MIN: Duration = Duration::from_millis(50);
 const RENEWAL_RETRY_MAX: Duration = Duration::from_millis(500);

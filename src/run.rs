@@ -126,12 +126,11 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         Err(err) => return Ok(cannot_run(config, err)),
     };
 
-    let fair_heartbeat = config.fair.then_some(lease::FAIR_HEARTBEAT_TIMEOUT);
     let lock = LockRequest::new(
         config.key.clone(),
         config.timing.ttl,
         config.limit,
-        fair_heartbeat,
+        config.fair,
         &config.program_name(),
         config.label.as_deref(),
     );
@@ -318,7 +317,6 @@ fn acquire(
     let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
     let plan = WaitPlan {
         deadline,
-        heartbeat: config.fair.then_some(lease::FAIR_HEARTBEAT_EVERY),
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
     };
     let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)

@@ -46,6 +46,11 @@ const NO_NOTICES_POLL: Duration = Duration::from_millis(250);
 /// Longest random pause before retrying after contenders split the Redlock nodes: long
 /// next to one round over the nodes, short next to a job.
 const SPLIT_PAUSE_MAX: Duration = Duration::from_millis(50);
+/// Trying again while a release is still on its way to the other Redlock nodes: from this,
+/// doubling, up to 32 times it, at most `RELEASING_TRIES` times (a release that did not
+/// reach a majority leaves the lock to expire, and waiting for that is the usual schedule).
+const RELEASING_RETRY: Duration = Duration::from_millis(5);
+const RELEASING_TRIES: u32 = 10;
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
@@ -70,8 +75,6 @@ pub enum Waited {
 pub struct WaitPlan {
     /// Give up then; `None`: never.
     pub deadline: Option<Instant>,
-    /// With `--fair`: try (and so renew the queue heartbeat) at least this often.
-    pub heartbeat: Option<Duration>,
     /// Name the holder on stderr after a second of waiting (a terminal, or `-v`).
     pub announce: bool,
 }
@@ -109,6 +112,10 @@ pub fn wait_for_lock(
     let mut last_failure: Option<anyhow::Error> = None;
     // Split Redlock attempts in a row (see `split_pause`), polls of a foreign holder.
     let (mut splits, mut polls) = (0u32, 0u32);
+    // The holder whose release notice came last (its identity), and how often a try has
+    // found it still holding since: on a Redlock node that has not released yet.
+    let mut releasing: Option<String> = None;
+    let mut releasing_tries = 0u32;
     loop {
         if matches!(listening, Listening::Not) {
             let notices = events_tx.clone();
@@ -159,6 +166,11 @@ pub fn wait_for_lock(
                     failures = 0;
                     last_failure = None;
                     let silent = holder_cannot_announce(holder.as_deref(), ahead);
+                    let still_releasing = releasing.as_deref().is_some_and(|identity| {
+                        holder
+                            .as_deref()
+                            .is_some_and(|value| value.starts_with(identity.as_bytes()))
+                    });
                     announcer.blocked_by(Blocker { holder, ahead });
                     splits = if split { splits + 1 } else { 0 };
                     polls = if silent { polls + 1 } else { 0 };
@@ -169,11 +181,15 @@ pub fn wait_for_lock(
                     if silent {
                         delay = delay.min(foreign_poll(polls));
                     }
+                    match releasing_retry(releasing_tries) {
+                        Some(soon) if still_releasing => {
+                            releasing_tries += 1;
+                            delay = delay.min(soon);
+                        }
+                        _ => releasing = None,
+                    }
                     if matches!(listening, Listening::Polling) {
                         delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
-                    }
-                    if let Some(heartbeat) = plan.heartbeat {
-                        delay = delay.min(heartbeat);
                     }
                     next_try = Instant::now() + delay;
                     // The other contenders' releases are about to come: they must not
@@ -209,8 +225,13 @@ pub fn wait_for_lock(
             wake_at = wake_at.min(due);
         }
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
-            Ok(Event::Notice(Notice::Released { .. })) => {
+            Ok(Event::Notice(Notice::Released { by })) => {
                 report::verbose(format_args!("released by its holder; trying now"));
+                // `by` is the holder's identity, then `#` and a release number.
+                releasing = by
+                    .rsplit_once('#')
+                    .map(|(identity, _)| identity.to_string());
+                releasing_tries = 0;
                 next_try = Instant::now().max(not_before);
             }
             Ok(Event::Notice(Notice::Broken(err))) => {
@@ -289,6 +310,13 @@ pub fn retry_delay(holder_ttl: Option<Duration>) -> Duration {
     base + Duration::from_millis(1) + jitter(jitter_cap)
 }
 
+/// The pause before the next try when the holder whose release was just announced still
+/// holds (its release has not reached every Redlock node yet), after `tries` such tries;
+/// `None` once it is time to stop trying so soon.
+fn releasing_retry(tries: u32) -> Option<Duration> {
+    (tries < RELEASING_TRIES).then(|| RELEASING_RETRY * (1 << tries.min(5)))
+}
+
 /// The pause before the `polls`-th look at a holder that will not announce its release:
 /// doubling from `FOREIGN_POLL_MIN` to `FOREIGN_POLL_MAX`, with up to a quarter more at
 /// random so that waiters spread out.
@@ -351,6 +379,14 @@ mod tests {
         let first: Vec<Duration> = (0..50).map(|_| split_pause(1)).collect();
         assert!(first.iter().any(|pause| *pause != first[0]), "not random");
         assert!(split_pause(30) <= SPLIT_PAUSE_MAX * 256 + Duration::from_millis(1));
+    }
+
+    #[test]
+    fn a_release_on_its_way_is_retried_soon_then_left() {
+        assert_eq!(releasing_retry(0), Some(RELEASING_RETRY));
+        assert_eq!(releasing_retry(5), Some(RELEASING_RETRY * 32));
+        assert_eq!(releasing_retry(9), Some(RELEASING_RETRY * 32));
+        assert_eq!(releasing_retry(RELEASING_TRIES), None);
     }
 
     #[test]

@@ -12,7 +12,8 @@ use anyhow::Result;
 
 use super::connection::Link;
 use super::layout::{
-    limit_key, lock_of_internal_key, release_channel, slot_key, Holder, Key, MAX_LIMIT,
+    limit_key, lock_of_internal_key, queue_keys, release_channel, slot_key, Holder, Key, MAX_LIMIT,
+    WAKE_CHANNEL_PREFIX,
 };
 use super::quorum::majority;
 use super::scripts::{FORCE_RELEASE, PEEK};
@@ -313,8 +314,14 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
         return Ok(Forced::Changed);
     };
     let channel = release_channel(lock_key);
+    let [queue, woken] = queue_keys(lock_key);
+    let args = [
+        value.as_slice(),
+        channel.as_bytes(),
+        WAKE_CHANNEL_PREFIX.as_bytes(),
+    ];
     let deleted: i64 = link.call(None, |session| {
-        session.eval(&FORCE_RELEASE, &[&slot.key], &[value, channel.as_bytes()])
+        session.eval(&FORCE_RELEASE, &[&slot.key, &queue, &woken], &args)
     })?;
     Ok(match deleted {
         1 => Forced::Deleted,

@@ -15,15 +15,19 @@
 //!   is refused even when the slots it would look at are free); it lives as long as the
 //!   longest lease and goes with the last release.
 //! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
-//! - `{K}:queue` and `{K}:queue:alive`: with `--fair`, sorted sets of waiting tokens by
-//!   arrival and by heartbeat expiry (server time, ms).
+//! - `{K}:queue`: the waiters, a sorted set of tokens by arrival (server time, ms); each
+//!   listens for its own wake-up on `redlock-run:wake:<token>`. A release wakes the first
+//!   live one; with `--fair`, only the first ones may take a free slot.
+//! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
+//!   (server time, ms): one that does not try within a lease's length counts as gone.
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
 //! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
 //! key whose value we did not write (another holder's, another tool's, another
-//! application's hash) is never renewed or deleted. Waiters listen on
-//! `redlock-run:released:K`; each message is the releasing holder's identity and a
+//! application's hash) is never renewed or deleted. Waiters also listen on
+//! `redlock-run:released:K`, where a release is announced when nobody is queued (for
+//! waiters of older versions); each message is the releasing holder's identity and a
 //! release number.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -41,6 +45,8 @@ const MAX_PROGRAM_LEN: usize = 255;
 
 /// Waiters listen on this channel prefix + the full key for a release.
 pub const RELEASE_CHANNEL_PREFIX: &str = "redlock-run:released:";
+/// A queued waiter is woken on this channel prefix + its token.
+pub const WAKE_CHANNEL_PREFIX: &str = "redlock-run:wake:";
 
 /// What we want to hold: the key, for how long, how many may share it, and the value that
 /// says it is ours.
@@ -52,8 +58,14 @@ pub struct LockRequest {
     pub metadata: String,
     pub ttl: Duration,
     pub limit: u32,
-    /// With `--fair`: how long a waiter stays queued without a heartbeat.
-    pub fair_heartbeat_timeout: Option<Duration>,
+    /// `--fair`: only the first waiters in the queue may take a free slot.
+    pub fair: bool,
+    /// Where this waiter stands in a queue: when it joined, in ms since the epoch, by the
+    /// server's clock (`None`), or by this machine's for a Redlock quorum, whose nodes must
+    /// all order their queues alike: each wakes its first waiter at a release, and a
+    /// release that woke a different waiter on each node would set them all against each
+    /// other.
+    pub arrival_ms: Option<u64>,
 }
 
 impl LockRequest {
@@ -64,7 +76,7 @@ impl LockRequest {
         key: Key,
         ttl: Duration,
         limit: u32,
-        fair_heartbeat_timeout: Option<Duration>,
+        fair: bool,
         program: &str,
         label: Option<&str>,
     ) -> LockRequest {
@@ -90,7 +102,8 @@ impl LockRequest {
             metadata,
             ttl,
             limit,
-            fair_heartbeat_timeout,
+            fair,
+            arrival_ms: None,
         }
     }
 
@@ -106,6 +119,11 @@ impl LockRequest {
     /// The key of slot `slot` (1-based; slot 1 is the lock's own key).
     pub fn slot_key(&self, slot: u32) -> Key {
         slot_key(&self.key, slot)
+    }
+
+    /// The channel this holder, while it waits, is woken on.
+    pub fn wake_channel(&self) -> Key {
+        Key::from(WAKE_CHANNEL_PREFIX).followed_by(self.token.as_bytes())
     }
 }
 
@@ -133,16 +151,23 @@ pub fn fence_key(key: &Key) -> Key {
     sibling_key(key, b":fence")
 }
 
-/// The fair queue of lock `key` and its heartbeats.
+/// The waiters' queue of lock `key` and the record of those woken (see the module doc).
 pub fn queue_keys(key: &Key) -> [Key; 2] {
     [
         sibling_key(key, b":queue"),
-        sibling_key(key, b":queue:alive"),
+        sibling_key(key, b":queue:woken"),
     ]
 }
 
-/// The suffixes of the keys that belong to a lock without being locks themselves.
-const INTERNAL_SUFFIXES: [&[u8]; 4] = [b":fence", b":limit", b":queue", b":queue:alive"];
+/// The suffixes of the keys that belong to a lock without being locks themselves
+/// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
+const INTERNAL_SUFFIXES: [&[u8]; 5] = [
+    b":fence",
+    b":limit",
+    b":queue",
+    b":queue:woken",
+    b":queue:alive",
+];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past
 /// the first), the lock's key; `None` for anything else.
@@ -323,7 +348,7 @@ mod tests {
             "k".into(),
             Duration::from_secs(1),
             3,
-            None,
+            false,
             "job",
             Some(label),
         )

@@ -17,7 +17,7 @@ use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
 use super::error::{describe_error, is_transient};
-use super::layout::{fence_key, limit_key, queue_keys, Key, LockRequest};
+use super::layout::{fence_key, limit_key, queue_keys, Key, LockRequest, WAKE_CHANNEL_PREFIX};
 use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
 use super::target::RedisTarget;
 use super::{Attempt, LockBackend, Notice, NoticeSink, Released, Renewal, Subscription};
@@ -33,6 +33,9 @@ pub struct SingleRedis {
     identity: String,
     /// The slot key this holder has, once it has one.
     held: Option<Key>,
+    /// Whether this waiter listens for its own wake-up (its subscription is up): only then
+    /// may it join the waiters' queue, or a release would wake it in vain.
+    listening: bool,
 }
 
 impl SingleRedis {
@@ -43,6 +46,7 @@ impl SingleRedis {
             identity: lock.identity(),
             lock,
             held: None,
+            listening: false,
         })
     }
 
@@ -61,20 +65,19 @@ impl SingleRedis {
         keys.push(fence_key(&self.lock.key));
         keys.extend(queue_keys(&self.lock.key));
         let keys: Vec<&Key> = keys.iter().collect();
-        let heartbeat_ms = self
-            .lock
-            .fair_heartbeat_timeout
-            .map_or(0, |t| t.as_millis())
-            .to_string();
         let ttl_ms = self.lock.ttl.as_millis().to_string();
         let limit_arg = limit.to_string();
+        let arrival = self.lock.arrival_ms.unwrap_or(0).to_string();
         let args = [
             self.identity.as_bytes(),
             self.lock.metadata.as_bytes(),
             ttl_ms.as_bytes(),
             limit_arg.as_bytes(),
-            heartbeat_ms.as_bytes(),
+            if self.lock.fair { b"1" } else { b"0" },
             self.lock.token.as_bytes(),
+            WAKE_CHANNEL_PREFIX.as_bytes(),
+            if self.listening { b"1" } else { b"0" },
+            arrival.as_bytes(),
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -156,12 +159,14 @@ impl SingleRedis {
         notice: &str,
     ) -> Result<Released> {
         let mut keys = vec![self.held_key().clone()];
+        keys.extend(queue_keys(&self.lock.key));
         if self.lock.limit > 1 {
             keys.push(limit_key(&self.lock.key));
             keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
         }
         let keys: Vec<&Key> = keys.iter().collect();
         let channel = self.lock.release_channel();
+        let grace_ms = self.lock.ttl.as_millis().to_string();
         let keep_ms = keep_for
             .map_or(0, |keep| keep.as_millis().max(1))
             .to_string();
@@ -172,6 +177,8 @@ impl SingleRedis {
             keep_ms.as_bytes(),
             limit.as_bytes(),
             notice.as_bytes(),
+            WAKE_CHANNEL_PREFIX.as_bytes(),
+            grace_ms.as_bytes(),
         ];
         let released: i64 = self.link.call(Some(deadline), |session| {
             session.eval(&RELEASE, &keys, &args)
@@ -221,20 +228,32 @@ impl LockBackend for SingleRedis {
     }
 
     fn abandon(&mut self) {
-        if self.lock.fair_heartbeat_timeout.is_none() {
+        // A waiter that never listened never joined the queue. One that did is dropped
+        // from it anyway once its connection closes (the next wake-up finds nobody on its
+        // channel); leaving now passes on a wake-up it may have been sent meanwhile.
+        if !self.listening {
             return;
         }
-        let [queue, alive] = queue_keys(&self.lock.key);
-        let token = self.lock.token.as_str();
+        let [queue, woken] = queue_keys(&self.lock.key);
+        let grace_ms = self.lock.ttl.as_millis().to_string();
+        let args = [
+            self.lock.token.as_bytes(),
+            WAKE_CHANNEL_PREFIX.as_bytes(),
+            grace_ms.as_bytes(),
+        ];
         let _: Result<i64> = self.link.call(None, |session| {
-            session.eval(&LEAVE_QUEUE, &[&queue, &alive], &[token.as_bytes()])
+            session.eval(&LEAVE_QUEUE, &[&queue, &woken], &args)
         });
     }
 
     fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
-        // In a cluster, a PUBLISH reaches every node; the lock's own master is as good as any.
+        // On the lock's own master: in a cluster a PUBLISH reaches every node, but only the
+        // listeners on the node that runs the release script count as heard there, and an
+        // unheard waiter is dropped from the queue as gone.
         let mut connection = self.link.open_subscriber(&self.lock.key)?;
-        let channel = self.lock.release_channel();
+        // Its own channel, where a release wakes it when it is first in the queue, and the
+        // lock's, where a release is announced when nobody is queued.
+        let channels = [self.lock.wake_channel(), self.lock.release_channel()];
         let display = self.link.display().to_string();
         let timeout = self.link.timeout();
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -248,14 +267,18 @@ impl LockBackend for SingleRedis {
                 // SUBSCRIBE as a plain command, so that a refusal (an ACL without the
                 // channel) is an error here: the redis crate's own `subscribe` drops the
                 // server's error reply, and the subscription would silently never hear.
+                // One channel a command, so that each reply is read before the next.
                 let subscribed = connection
                     .set_read_timeout(Some(timeout))
                     .and_then(|()| {
-                        redis::cmd("SUBSCRIBE")
-                            .arg(&channel)
-                            .query::<redis::Value>(&mut connection)
+                        for channel in &channels {
+                            redis::cmd("SUBSCRIBE")
+                                .arg(channel)
+                                .query::<redis::Value>(&mut connection)?;
+                        }
+                        Ok(())
                     })
-                    .and_then(|_| connection.set_read_timeout(Some(SUBSCRIBER_CHECK)));
+                    .and_then(|()| connection.set_read_timeout(Some(SUBSCRIBER_CHECK)));
                 if let Err(err) = subscribed {
                     let _ = ready_tx.send(Err(describe_error(err, &display)));
                     return;
@@ -266,7 +289,10 @@ impl LockBackend for SingleRedis {
             })
             .context("cannot start a thread")?;
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(subscription),
+            Ok(Ok(())) => {
+                self.listening = true;
+                Ok(subscription)
+            }
             Ok(Err(err)) => Err(err.context("cannot subscribe to release notices")),
             Err(_) => Err(anyhow!("cannot subscribe to release notices")),
         }

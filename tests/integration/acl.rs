@@ -18,6 +18,7 @@ fn minimal_rules(without: &[&str]) -> Vec<String> {
         "~{redlock:*",
         "resetchannels",
         "&redlock-run:released:*",
+        "&redlock-run:wake:*",
         "-@all",
         "+evalsha",
         "+eval",
@@ -33,8 +34,12 @@ fn minimal_rules(without: &[&str]) -> Vec<String> {
         "+time",
         "+zadd",
         "+zrem",
-        "+zrangebyscore",
+        "+zrange",
         "+zrank",
+        "+zcard",
+        "+hget",
+        "+hset",
+        "+hdel",
         "+publish",
         "+subscribe",
         "+scan",
@@ -159,6 +164,10 @@ fn a_missing_permission_is_named_before_the_command_runs() {
         ("+incr", "INCR"),
         ("+type", "TYPE"),
         ("+evalsha", "evalsha"),
+        ("+zadd", "ZADD"),
+        ("+zrange", "ZRANGE"),
+        ("+hset", "HSET"),
+        ("+hdel", "HDEL"),
         ("~redlock:*", "keys"),
     ] {
         let (server, url) = server_with_user(&minimal_rules(&[rule]));
@@ -176,12 +185,15 @@ fn a_missing_permission_is_named_before_the_command_runs() {
     }
 }
 
-/// Without the release channel (Redis 7's default for a new user): a release that deleted
-/// the key reports success with a warning, waiters fall back to looking often and still get
-/// the lock within a fraction of a second, and `release --force` exits 0.
+/// Without the channels (Redis 7's default for a new user): a release that deleted the key
+/// reports success with a warning, waiters fall back to looking often and still get the
+/// lock within a fraction of a second, and `release --force` exits 0.
 #[test]
 fn a_missing_channel_costs_only_prompt_wake_up() {
-    let (server, url) = server_with_user(&minimal_rules(&["&redlock-run:released:*"]));
+    let (server, url) = server_with_user(&minimal_rules(&[
+        "&redlock-run:released:*",
+        "&redlock-run:wake:*",
+    ]));
     let dir = TempDir::new("nochannel");
     let holder = hold(Wrapper::new(&url).args(["-k", "c"]), &dir, "h");
     let waiter = Wrapper::new(&url)

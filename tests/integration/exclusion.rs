@@ -113,8 +113,9 @@ fn waiter_is_woken_promptly_without_polling() {
         .args(["-k", "handoff", "-t", "120s", "--"])
         .arg(waiter_script)
         .spawn();
-    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
-        server.subscribed_clients() > 0
+    // Subscribed, then tried once more and queued: from here on it only listens.
+    wait_until(Duration::from_secs(15), "the waiter to queue", || {
+        server.subscribed_clients() > 0 && server.zcard("{redlock:handoff}:queue") == 1
     });
     let before = server.command_stats();
     let conns_before = connections_received(&server);

@@ -20,4 +20,5 @@ mod signals;
 mod support;
 mod terminal;
 mod tls;
+mod waiters;
 mod waiting;

@@ -930,10 +930,11 @@ fn fair_waiters_take_the_lock_in_arrival_order() {
     assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
 }
 
-/// A fair waiter SIGKILLed in the middle of the queue stalls the ones behind it for no
-/// longer than its 5s heartbeat timeout; the rest keep their order.
+/// A fair waiter SIGKILLed in the middle of the queue does not stall the ones behind it:
+/// the release that would wake it finds nobody listening on its channel, drops it and
+/// wakes the next (well within a second); the rest keep their order.
 #[test]
-fn a_crashed_fair_waiter_stalls_the_queue_only_until_its_heartbeat_times_out() {
+fn a_crashed_fair_waiter_is_skipped_at_once() {
     let server = RedisServer::start();
     let dir = TempDir::new("fairkill");
     let order = dir.join("order");
@@ -947,7 +948,7 @@ fn a_crashed_fair_waiter_stalls_the_queue_only_until_its_heartbeat_times_out() {
     assert_eq!(
         server.zcard(&queue_key("fk")),
         5,
-        "the crashed waiter left the queue by itself"
+        "the crashed waiter left the queue by itself before anyone found it gone"
     );
     let killed_at = Instant::now();
 
@@ -961,12 +962,9 @@ fn a_crashed_fair_waiter_stalls_the_queue_only_until_its_heartbeat_times_out() {
     let indices: Vec<usize> = ran.iter().map(|e| e.0).collect();
     assert_eq!(indices, [1, 2, 4, 5]);
     let stall = Duration::from_nanos((ran[2].1 - ran[1].1) as u64);
-    eprintln!(
-        "waiter 4 started {stall:?} after waiter 2 (heartbeat timeout 5s); all done {all_done:?} \
-         after the kill"
-    );
+    eprintln!("waiter 4 started {stall:?} after waiter 2; all done {all_done:?} after the kill");
     assert!(
-        stall < Duration::from_secs(8),
+        stall < Duration::from_secs(1),
         "waiter 4 stalled {stall:?} behind the crashed waiter"
     );
     assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
@@ -991,7 +989,6 @@ fn a_fair_waiter_that_gives_up_leaves_the_queue() {
         1,
         "the waiter that gave up is still queued"
     );
-    assert_eq!(server.zcard(&format!("{queue}:alive")), 1);
 
     server
         .cmd()
@@ -1126,21 +1123,22 @@ fn a_default_limit_run_is_refused_beside_a_holder_in_slot_3() {
     last.wait().assert_code(0);
 }
 
-/// A fair waiter behind a crashed waiter, with the lock itself free, must not be told
-/// that the lock is held "by an unknown holder (a value redlock-run did not write)":
-/// nobody holds it; it is told of the queue instead.
+/// A fair waiter behind a waiter that was woken and does not act (stopped: its host
+/// frozen, its connection still open), with the lock itself free, must not be told that
+/// the lock is held "by an unknown holder (a value redlock-run did not write)": nobody
+/// holds it; it is told of the queue instead.
 #[test]
 fn a_fair_waiter_behind_the_queue_is_not_told_of_a_foreign_holder() {
     let server = RedisServer::start();
     let dir = TempDir::new("fairmsg");
     let order = dir.join("order");
     let holder = hold(server.cmd().args(["-k", "fm", "--fair"]), &dir, "h");
-    let crashed = fair_waiter(&server, "fm", 1, &order, 0, &[]);
-    crashed.signal(libc::SIGKILL);
-    assert_killed(&crashed.wait_within(Duration::from_secs(10)), libc::SIGKILL);
+    let frozen = fair_waiter(&server, "fm", 1, &order, 0, &[]);
+    frozen.signal(libc::SIGSTOP);
     holder.let_go();
     holder.wait().assert_code(0);
-    // Free, with the crashed waiter still first in the queue for up to 5s.
+    // Free, with the frozen waiter first in the queue: woken, it has a lease's length
+    // (30s) to try before it counts as gone.
     assert!(!server.exists("redlock:fm"));
     assert_eq!(server.zcard(&queue_key("fm")), 1);
 

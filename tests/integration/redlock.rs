@@ -1026,3 +1026,59 @@ fn large_fences_are_exact_across_nodes() {
         .count();
     assert!(recorded >= 2, "the fence is on {recorded} of 3 nodes");
 }
+
+// ---------------------------------------------------------------------------------------------
+// 10. Many waiters
+
+/// Every node queues the waiters in the same order (by when each joined, by its own
+/// clock), so every node's release wakes the same waiter: a handoff costs each node a few
+/// scripts, however many wait.
+#[test]
+fn a_handoff_costs_each_node_the_same_whatever_the_queue() {
+    let _load = loading_the_machine();
+    let nodes = start_nodes(3);
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-queue");
+    let log = dir.join("log");
+    let holder = hold(quorum(&urls).args(["-k", "q"]), &dir, "h");
+    let waiters: Vec<Running> = (0..12)
+        .map(|_| {
+            quorum(&urls)
+                .args(["-k", "q", "--shell"])
+                .arg(format!("date +%s%N >> '{}'; sleep 0.005", log.display()))
+                .spawn()
+        })
+        .collect();
+    wait_until(
+        Duration::from_secs(30),
+        "every waiter to queue on every node",
+        || {
+            nodes
+                .iter()
+                .all(|node| node.zcard("{redlock:q}:queue") == 12)
+        },
+    );
+    let scripts = |node: &RedisServer| -> u64 {
+        node.command_stats()
+            .iter()
+            .filter(|(name, _)| name == "evalsha" || name == "eval")
+            .map(|(_, calls)| calls)
+            .sum()
+    };
+    let before: Vec<u64> = nodes.iter().map(scripts).collect();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    assert_eq!(fs::read_to_string(&log).unwrap().lines().count(), 12);
+    for (node, before) in nodes.iter().zip(before) {
+        let per_handoff = (scripts(node) - before) as f64 / 13.0;
+        eprintln!("port {}: {per_handoff:.2} scripts a handoff", node.port());
+        assert!(
+            per_handoff <= 4.0,
+            "port {}: {per_handoff:.2} scripts a handoff with 12 waiters",
+            node.port()
+        );
+    }
+}

@@ -55,6 +55,16 @@ pub struct Quorum {
 impl Quorum {
     /// Starts one thread per node; nothing is connected yet.
     pub fn new(targets: &[RedisTarget], timeout: Duration, lock: LockRequest) -> Result<Quorum> {
+        // Every node queues this waiter by the same time (see `LockRequest::arrival_ms`).
+        let joined = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        let lock = LockRequest {
+            arrival_ms: Some(joined),
+            ..lock
+        };
         let nodes = Nodes::start(targets, timeout, &lock)?;
         let names: Vec<&str> = targets.iter().map(|t| t.display.as_str()).collect();
         Ok(Quorum {
@@ -187,10 +197,13 @@ impl LockBackend for Quorum {
         if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {
                 Ok(fence) if Instant::now() < in_time => {
+                    // Queued on the nodes that refused us: leave, passing on any wake-up
+                    // they sent meanwhile. Not waited for (the nodes' threads do it next).
+                    self.nodes.send(tally.no.clone(), || Work::Abandon);
                     return Ok(Attempt::Acquired {
                         sent_at: started,
                         fence,
-                    })
+                    });
                 }
                 Ok(_) => {}
                 Err(err) => {
@@ -332,9 +345,11 @@ impl LockBackend for Quorum {
     }
 
     fn abandon(&mut self) {
-        // No fair queue to leave (--fair is refused with a quorum), but a failed attempt's
-        // release may still be on its way.
+        // A failed attempt's release may still be on its way: it is waited for. Leaving
+        // each node's queue is not: a waiter gone from a node is dropped from its queue at
+        // the next release there anyway.
         self.nodes.finish_letting_go();
+        self.nodes.send(self.nodes.all(), || Work::Abandon);
     }
 
     fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {

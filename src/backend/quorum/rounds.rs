@@ -84,6 +84,8 @@ pub(super) enum Work {
         sink: NoticeSink,
         parts: SubscriptionParts,
     },
+    /// Leave the waiters' queue; nobody waits for the answer.
+    Abandon,
 }
 
 struct Reply {
@@ -98,6 +100,7 @@ pub(super) enum Answer {
     Renew(Result<Renewal>),
     Release(Result<Released>),
     Subscribe(Result<()>),
+    Abandoned,
 }
 
 impl Nodes {
@@ -280,6 +283,10 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
             } => Answer::Release(node.release_announcing(keep_for, deadline, &notice)),
             Work::Subscribe { sink, parts } => {
                 Answer::Subscribe(node.subscribe(sink).map(|part| parts.add(part)))
+            }
+            Work::Abandon => {
+                node.abandon();
+                Answer::Abandoned
             }
         };
         let reply = Reply {

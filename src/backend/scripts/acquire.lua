@@ -1,20 +1,27 @@
--- Take one of the lock's slots, or report who has them.
+-- Take one of the lock's slots, or report who has them and join the waiters' queue.
 -- KEYS[1..n]   the slots: KEYS[1] is the lock's own key, the only slot when n = 1
 -- KEYS[n+1]    the limit in force while a semaphore (n > 1) has holders: {K}:limit
 -- KEYS[n+2]    the fence counter
--- KEYS[n+3]    the fair queue (sorted set: token -> arrival, server ms)
--- KEYS[n+4]    the fair queue's heartbeats (sorted set: token -> expiry, server ms)
+-- KEYS[n+3]    the waiters' queue (sorted set: token -> arrival, server ms)
+-- KEYS[n+4]    the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
 -- ARGV[1]  this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2]  the rest of the value after the fence: ,"host":…}
--- ARGV[3]  the lease length in milliseconds
+-- ARGV[3]  the lease length in milliseconds (also how long a woken waiter has to try)
 -- ARGV[4]  n, the limit
--- ARGV[5]  fair-queue heartbeat timeout in milliseconds; 0 when not fair
--- ARGV[6]  this holder's token (its member in the fair queue)
+-- ARGV[5]  '1' with --fair: only the first waiters in the queue may take a free slot
+-- ARGV[6]  this holder's token (its member in the queue)
+-- ARGV[7]  the prefix of a waiter's own channel (its token follows)
+-- ARGV[8]  '1' when this waiter listens for its wake-up on its own channel: it joins the
+--          queue if it must wait; '0' when it does not listen (yet), and so cannot
+--          be woken
+-- ARGV[9]  when this waiter joined, in ms since the epoch, the same on every Redlock node;
+--          '0': now, by the server's clock
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
 --         {0, pttl, holder, ahead} when it must wait (pttl: the soonest a slot can free up,
---           -1 if none will by itself; holder: one holder's value, '' if none; ahead: fair
+--           or a woken waiter ahead of it must have tried, -1 if neither will happen by
+--           itself; holder: one holder's value, '' if none; ahead: with --fair, the live
 --           waiters queued before this one);
 --         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
 --           0 for a value redlock-run did not write).
@@ -63,30 +70,71 @@ for i = 1, n do
   end
 end
 
-if tonumber(ARGV[5]) > 0 then
-  -- Fair: join the queue (or stay in it), drop waiters whose heartbeat stopped, and go
-  -- ahead only when fewer waiters are ahead of us than there are free slots.
-  local queue, alive = KEYS[n + 3], KEYS[n + 4]
-  local time = call('TIME')
-  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  for _, stale in ipairs(call('ZRANGEBYSCORE', alive, '-inf', now)) do
-    call('ZREM', queue, stale)
-    call('ZREM', alive, stale)
+local queue, woken, token, prefix = KEYS[n + 3], KEYS[n + 4], ARGV[6], ARGV[7]
+local listens = ARGV[8] == '1'
+-- Trying is acting on any wake-up this waiter had: it is no longer owed one.
+call('HDEL', woken, token)
+
+local function wait_in_queue(pttl, ahead)
+  if listens then
+    local arrival = tonumber(ARGV[9])
+    call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
+    -- The queue outlives its waiters by a little, should they all vanish with no release
+    -- left to find them gone.
+    if call('PTTL', queue) < 3 * ttl then
+      call('PEXPIRE', queue, 3 * ttl)
+    end
   end
-  local token = ARGV[6]
-  call('ZADD', queue, 'NX', now, token)
-  call('ZADD', alive, now + tonumber(ARGV[5]), token)
-  local ahead = call('ZRANK', queue, token)
-  if ahead >= #free then
-    return {0, soonest, holder, ahead}
-  end
-  call('ZREM', queue, token)
-  call('ZREM', alive, token)
+  return {0, pttl, holder, ahead}
 end
 
-if #free == 0 then
-  return {0, soonest, holder, 0}
+if ARGV[5] == '1' then
+  -- Fair: a free slot goes to the first live waiters in the queue. Each one ahead of us
+  -- that has not been woken is woken now (a dead one is dropped), and one woken earlier
+  -- has `ttl` to try before it counts as gone: until then, we wait for it.
+  local rank = call('ZRANK', queue, token)
+  if #free == 0 then
+    return wait_in_queue(soonest, rank or call('ZCARD', queue))
+  end
+  local now = now_ms()
+  local ahead, at = 0, 0
+  -- Bounded like `wake_next`: past that, the ones not looked at count as ahead.
+  for _ = 1, 64 do
+    local first = call('ZRANGE', queue, at, at)[1]
+    if ahead >= #free or not first or first == token then
+      break
+    end
+    local since = call('HGET', woken, first)
+    if since and now - tonumber(since) > ttl then
+      call('ZREM', queue, first)
+      call('HDEL', woken, first)
+    elseif since then
+      local left = ttl - (now - tonumber(since))
+      if soonest < 0 or left < soonest then soonest = left end
+      ahead, at = ahead + 1, at + 1
+    else
+      local woke = wake_next(queue, woken, prefix, token .. '#ahead', ttl, now, at)
+      -- Woken now (or, with it dead and dropped, someone behind it, met again next time
+      -- round at `at`); nobody woken while it is still there (the user may not publish):
+      -- it stays ahead, and we look again after `ttl`.
+      if woke == first or (woke == nil and call('ZRANGE', queue, at, at)[1] == first) then
+        if soonest < 0 or ttl < soonest then soonest = ttl end
+        ahead, at = ahead + 1, at + 1
+      end
+    end
+  end
+  if ahead < #free and call('ZRANGE', queue, at, at)[1] ~= token
+      and call('ZRANGE', queue, at, at)[1] then
+    -- The bound ran out before our own place: wait as if they were all alive.
+    ahead = #free
+  end
+  if ahead >= #free then
+    return wait_in_queue(soonest, ahead)
+  end
+elseif #free == 0 then
+  return wait_in_queue(soonest, 0)
 end
+
 local slot = free[1]
 -- Before anything changes: what renewing and releasing will need must be allowed by the
 -- user's ACL, so that a refusal ends the run now, before its command, and not at its first
@@ -98,6 +146,16 @@ call('DEL', KEYS[slot])
 if n > 1 then
   call('EXISTS', KEYS[slot])
 end
+-- Likewise for waiting in the queue and waking the next waiter at release (`wake_next`),
+-- which find nothing of ours either (XX: only a member's score would change).
+call('ZADD', queue, 'XX', 0, token)
+call('ZRANGE', queue, 0, 0)
+call('ZCARD', queue)
+call('HGET', woken, token)
+call('HSET', woken, token, 0)
+call('HDEL', woken, token)
+call('ZREM', queue, token)
+call('TIME')
 call('INCR', KEYS[n + 2])
 local fence = call('GET', KEYS[n + 2])
 call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)

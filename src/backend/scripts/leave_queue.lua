@@ -1,6 +1,11 @@
--- A fair waiter gives up: leave the queue so nobody waits behind it.
--- KEYS[1]  the fair queue; KEYS[2] its heartbeats
+-- A waiter gives up: leave the queue so nobody waits behind it; if it had been woken and
+-- not yet tried, the wake-up goes to the next waiter instead.
+-- KEYS[1]  the waiters' queue; KEYS[2] the woken waiters (see `wake_next`)
 -- ARGV[1]  this waiter's token
+-- ARGV[2]  the prefix of a waiter's own channel
+-- ARGV[3]  how long a woken waiter has to try, in milliseconds
 call('ZREM', KEYS[1], ARGV[1])
-call('ZREM', KEYS[2], ARGV[1])
+if call('HDEL', KEYS[2], ARGV[1]) == 1 then
+  wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[1] .. '#left', tonumber(ARGV[3]), now_ms())
+end
 return 1

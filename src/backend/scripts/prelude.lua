@@ -30,3 +30,51 @@ local function read(key)
   return call('GET', key)
 end
 
+
+-- The server's clock in milliseconds.
+local function now_ms()
+  local time = call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- The waiters' queue: `queue` (sorted set: token -> arrival, server ms) holds every waiter
+-- that listens for its own wake-up on `prefix .. token`; `woken` (hash: token -> when it was
+-- woken, server ms) those that were woken and have not tried since. A waiter is alive while
+-- its subscription is: PUBLISH counts the clients that heard it, so a waiter whose process
+-- died (its connection closed) is found, and dropped, by the first message it misses. One
+-- that was woken and did not try within `grace` ms (its host vanished with its connection
+-- still open) is dropped too. Returns the first live waiter from position `from` (0-based)
+-- that is not already woken, woken now with `message`; nil when there is none (or the
+-- user may not publish: then nobody can be woken this way).
+local function wake_next(queue, woken, prefix, message, grace, now, from)
+  local at = from or 0
+  -- Bounded, so that a queue of dead waiters cannot make one script run long; the rest
+  -- are dropped by the next wake-up.
+  for _ = 1, 64 do
+    local first = call('ZRANGE', queue, at, at)[1]
+    if not first then
+      return nil
+    end
+    local since = call('HGET', woken, first)
+    if since and now - tonumber(since) > grace then
+      call('ZREM', queue, first)
+      call('HDEL', woken, first)
+    elseif since then
+      at = at + 1
+    else
+      local heard = redis.pcall('PUBLISH', prefix .. first, message)
+      if type(heard) == 'table' and heard.err then
+        return nil
+      end
+      if heard > 0 then
+        call('HSET', woken, first, now)
+        if call('PTTL', woken) < 3 * grace then
+          call('PEXPIRE', woken, 3 * grace)
+        end
+        return first
+      end
+      call('ZREM', queue, first)
+    end
+  end
+  return nil
+end

@@ -1,13 +1,16 @@
--- Delete the lock, only if it still holds this holder's value, and wake the waiters.
+-- Delete the lock, only if it still holds this holder's value, and wake one waiter.
 -- KEYS[1]     the slot this holder has
--- KEYS[2]     with a semaphore: its {K}:limit key
--- KEYS[3..]   with a semaphore: every slot; when none is held any more, the limit key goes
+-- KEYS[2]     the waiters' queue; KEYS[3] the woken waiters (see `wake_next`)
+-- KEYS[4]     with a semaphore: its {K}:limit key
+-- KEYS[5..]   with a semaphore: every slot; when none is held any more, the limit key goes
 -- ARGV[1]  the leading bytes of the value that identify this holder
--- ARGV[2]  the channel waiters subscribe to
+-- ARGV[2]  the channel every waiter also listens on
 -- ARGV[3]  milliseconds left of --min-hold (0: none): the key is kept that long instead
 -- ARGV[4]  with a semaphore: its limit
 -- ARGV[5]  the message announcing this release: the holder's identity and a release
 --          number; '' to release without waking anyone
+-- ARGV[6]  the prefix of a waiter's own channel (its token follows)
+-- ARGV[7]  how long a woken waiter has to try before it counts as gone, in milliseconds
 -- Returns 1 when released, 2 when kept until the --min-hold mark, 0 when the key was
 -- already gone or belongs to someone else (then nothing is touched: it is not ours), 3 when
 -- released but the announcement was refused (the user may not publish on the channel):
@@ -19,25 +22,32 @@ end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   call('PEXPIRE', KEYS[1], keep)
-  if KEYS[2] and call('PTTL', KEYS[2]) < keep then
-    call('SET', KEYS[2], ARGV[4], 'PX', keep)
+  if KEYS[4] and call('PTTL', KEYS[4]) < keep then
+    call('SET', KEYS[4], ARGV[4], 'PX', keep)
   end
   return 2
 end
 call('DEL', KEYS[1])
-if KEYS[2] then
+if KEYS[4] then
   local held = false
-  for i = 3, #KEYS do
+  for i = 5, #KEYS do
     if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then call('DEL', KEYS[2]) end
+  if not held then call('DEL', KEYS[4]) end
 end
--- The message is the same on every Redlock node of one release and differs between
--- releases, so a waiter listening on several nodes acts on each release once.
-if ARGV[5] ~= '' then
-  local published = redis.pcall('PUBLISH', ARGV[2], ARGV[5])
-  if type(published) == 'table' and published.err then
-    return 3
-  end
+if ARGV[5] == '' then
+  return 1
+end
+-- One slot came free: one waiter is woken, the first live one in the queue, whatever
+-- the queue's length. The message is the same on every Redlock node of one release and
+-- differs between releases, so a waiter listening on several nodes can tell copies apart.
+if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[5], tonumber(ARGV[7]), now_ms()) then
+  return 1
+end
+-- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
+-- waiter of an older redlock-run, hears it there.
+local published = redis.pcall('PUBLISH', ARGV[2], ARGV[5])
+if type(published) == 'table' and published.err then
+  return 3
 end
 return 1
