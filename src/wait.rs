@@ -192,6 +192,10 @@ pub fn wait_for_lock(
                         delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
                     }
                     next_try = Instant::now() + delay;
+                    // Until woken or the next try, only the subscription's connection stays.
+                    if matches!(listening, Listening::Subscribed { .. }) {
+                        backend.rest();
+                    }
                     // The other contenders' releases are about to come: they must not
                     // send everyone back in at the same moment.
                     not_before = if split { next_try } else { Instant::now() };

@@ -281,6 +281,11 @@ impl Link {
         self.timeout
     }
 
+    /// Closes the command connection until the next call (`Endpoint::rest`).
+    pub fn rest(&mut self) {
+        self.endpoint.rest();
+    }
+
     /// Whether the last call got as far as sending a command (it may have taken effect).
     pub fn sent(&self) -> bool {
         self.sent

@@ -193,8 +193,13 @@ pub trait LockBackend: Send {
     /// it to expire that much later (`--min-hold`). Gives up at `deadline`.
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released>;
 
-    /// Stop waiting: leave the fair queue, if in it. Best effort, bounded by the timeout.
+    /// Stop waiting: leave the waiters' queue, if in it. Best effort, bounded by the timeout.
     fn abandon(&mut self);
+
+    /// Between a waiter's tries: closes the command connection, so that a waiting process
+    /// holds one connection to Redis, its subscription's (10,000 waiting hosts then fit in
+    /// Redis's default `maxclients`). The next try connects again.
+    fn rest(&mut self);
 
     /// Subscribe to release notices, passed to `sink` as they come. Returns once the
     /// subscription is active, so a release after this call returns is never missed.

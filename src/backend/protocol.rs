@@ -246,6 +246,12 @@ impl LockBackend for SingleRedis {
         });
     }
 
+    fn rest(&mut self) {
+        if self.listening {
+            self.link.rest();
+        }
+    }
+
     fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
         // On the lock's own master: in a cluster a PUBLISH reaches every node, but only the
         // listeners on the node that runs the release script count as heard there, and an

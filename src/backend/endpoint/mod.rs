@@ -176,6 +176,16 @@ impl Endpoint {
         }
     }
 
+    /// Closes the command connections while nothing is to be sent for a while (a waiter
+    /// between tries): the next call connects again, which to a plain server or a cluster
+    /// node (whose map is kept) is one TCP handshake. A Sentinel's master is kept: finding
+    /// it again means asking the sentinels.
+    pub fn rest(&mut self) {
+        if !matches!(self.kind, Kind::Sentinel(_)) {
+            self.connections.clear();
+        }
+    }
+
     /// How an error at `address` names the server, safe to print.
     pub fn describe_node(&self, address: &str) -> String {
         if address.is_empty() {

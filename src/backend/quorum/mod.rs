@@ -352,6 +352,10 @@ impl LockBackend for Quorum {
         self.nodes.send(self.nodes.all(), || Work::Abandon);
     }
 
+    fn rest(&mut self) {
+        self.nodes.send(self.nodes.all(), || Work::Rest);
+    }
+
     fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
         // A release is announced on every node: a waiter tries on its first copy and on
         // the one that completes a majority (`ReleaseCopies`), not on each; this waiter's

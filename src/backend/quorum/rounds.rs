@@ -86,6 +86,8 @@ pub(super) enum Work {
     },
     /// Leave the waiters' queue; nobody waits for the answer.
     Abandon,
+    /// Close the command connection until the next job; nobody waits for the answer.
+    Rest,
 }
 
 struct Reply {
@@ -100,7 +102,8 @@ pub(super) enum Answer {
     Renew(Result<Renewal>),
     Release(Result<Released>),
     Subscribe(Result<()>),
-    Abandoned,
+    /// A job nobody waits for is done.
+    Done,
 }
 
 impl Nodes {
@@ -286,7 +289,11 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
             }
             Work::Abandon => {
                 node.abandon();
-                Answer::Abandoned
+                Answer::Done
+            }
+            Work::Rest => {
+                node.rest();
+                Answer::Done
             }
         };
         let reply = Reply {
