@@ -159,7 +159,9 @@ fn a_missing_permission_is_named_before_the_command_runs() {
         ("+incr", "INCR"),
         ("+type", "TYPE"),
         ("+evalsha", "evalsha"),
-        ("~redlock:*", "keys"),
+        // The server's own words: "...access one of the keys..." (Redis), "...access a
+        // key" (Valkey).
+        ("~redlock:*", "key"),
     ] {
         let (server, url) = server_with_user(&minimal_rules(&[rule]));
         let dir = TempDir::new("noperm");
