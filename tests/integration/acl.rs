@@ -168,7 +168,9 @@ fn a_missing_permission_is_named_before_the_command_runs() {
         ("+zrange", "ZRANGE"),
         ("+hset", "HSET"),
         ("+hdel", "HDEL"),
-        ("~redlock:*", "keys"),
+        // The server's own words: "...access one of the keys..." (Redis), "...access a
+        // key" (Valkey).
+        ("~redlock:*", "key"),
     ] {
         let (server, url) = server_with_user(&minimal_rules(&[rule]));
         let dir = TempDir::new("noperm");

@@ -16,6 +16,7 @@ mod pauses;
 mod redlock;
 mod secrets;
 mod sentinel;
+mod servers;
 mod signals;
 mod support;
 mod terminal;

@@ -2,7 +2,8 @@
 //! keeping and releasing it on a majority; mutual exclusion under contention, judged from
 //! the commands' own history; a minority down before or during a run, a majority lost, a
 //! node restarted empty; fences that only grow across different majorities; pub/sub
-//! hand-over with a node down; `status`/`list`/`release` per node; the cost of more nodes.
+//! hand-over with a node down; `status`/`list`/`release` per node; the cost of more nodes;
+//! a quorum of different servers (Redis 6.2, 7.0, Valkey) behaving as one of a kind.
 //!
 //! What this module does not own: anything one server already shows (`exclusion`, `lease`,
 //! `faults`, `operators`). Keys beyond `PREFIX + KEY` are used only where the data layout
@@ -11,7 +12,9 @@
 //! are counted as `EVALSHA` calls a node serves, since nothing else talks to it meanwhile.
 
 use std::collections::BTreeSet;
+use std::env;
 use std::fs;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -133,10 +136,12 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 /// The job runs with `REDLOCK_FENCE` while every node holds the key for its token; after
 /// it, no node has anything left but the fence counter, which each node advanced once.
 #[track_caller]
-fn acquires_on_every_node_and_cleans_up(n: usize, wrapper: impl Fn(&[String]) -> Wrapper) {
-    let nodes = start_nodes(n);
+fn acquires_on_every_node_and_cleans_up(
+    nodes: &[RedisServer],
+    wrapper: impl Fn(&[String]) -> Wrapper,
+) {
     let dir = TempDir::new("redlock-basic");
-    let holder = hold(wrapper(&urls(&nodes)).args(["-k", "basic"]), &dir, "job");
+    let holder = hold(wrapper(&urls(nodes)).args(["-k", "basic"]), &dir, "job");
     let token = dir.read("job.token");
     assert_uuid_v4(&token);
     assert_eq!(fence_of(&dir, "job"), 1, "first acquisition on fresh nodes");
@@ -145,20 +150,20 @@ fn acquires_on_every_node_and_cleans_up(n: usize, wrapper: impl Fn(&[String]) ->
     holder.let_go();
     holder.wait().assert_code(0);
     assert_empty(&all);
-    for node in &nodes {
+    for node in nodes {
         assert_eq!(fence_counter(node, "basic"), 1, "port {}", node.port());
     }
 }
 
 #[test]
 fn three_masters_acquire_run_and_release_everywhere() {
-    acquires_on_every_node_and_cleans_up(3, quorum);
+    acquires_on_every_node_and_cleans_up(&start_nodes(3), quorum);
 }
 
 /// The five URLs come comma-separated in `REDLOCK_REDIS`, as the README documents.
 #[test]
 fn five_masters_from_the_environment_acquire_run_and_release_everywhere() {
-    acquires_on_every_node_and_cleans_up(5, |urls| Wrapper::new(&urls.join(",")));
+    acquires_on_every_node_and_cleans_up(&start_nodes(5), |urls| Wrapper::new(&urls.join(",")));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -169,11 +174,16 @@ fn five_masters_from_the_environment_acquire_run_and_release_everywhere() {
 /// the fences, recorded inside the sections, grow strictly in the order the sections ran.
 #[test]
 fn contending_wrappers_over_five_masters_never_overlap() {
-    const WRAPPERS: usize = 6;
-    const ROUNDS: usize = 5;
     let _load = loading_the_machine();
-    let nodes = start_nodes(5);
-    let urls = urls(&nodes);
+    contend(&start_nodes(5), 6, 5);
+}
+
+/// `WRAPPERS` wrappers over `nodes`, each running `ROUNDS` separate redlock-run invocations
+/// of a locked read-modify-write of a counter file; see the test above.
+#[track_caller]
+fn contend(nodes: &[RedisServer], wrappers: usize, rounds: usize) {
+    let n = nodes.len();
+    let urls = urls(nodes);
     let dir = TempDir::new("redlock-contention");
     let history = History::new(&dir);
     let counter = dir.join("counter");
@@ -191,25 +201,25 @@ fn contending_wrappers_over_five_masters_never_overlap() {
 
     let started = Instant::now();
     let every = urls.clone();
-    run_in_parallel(WRAPPERS, ROUNDS, move || {
+    run_in_parallel(wrappers, rounds, move || {
         quorum(&every)
             .args(["-k", "counter", "--"])
             .arg(&script)
             .timeout(Duration::from_secs(120))
     });
     eprintln!(
-        "redlock contention: {WRAPPERS} wrappers x {ROUNDS} rounds over 5 nodes in {:.2?}",
+        "redlock contention: {wrappers} wrappers x {rounds} rounds over {n} nodes in {:.2?}",
         started.elapsed()
     );
 
     history
         .check()
-        .assert_count(WRAPPERS * ROUNDS)
+        .assert_count(wrappers * rounds)
         .assert_all_recorded()
         .assert_no_overlap();
     assert_eq!(
         dir.read("counter"),
-        (WRAPPERS * ROUNDS).to_string(),
+        (wrappers * rounds).to_string(),
         "lost updates"
     );
     let seen: Vec<u64> = dir
@@ -217,7 +227,7 @@ fn contending_wrappers_over_five_masters_never_overlap() {
         .lines()
         .map(|line| line.parse().expect("a fence per line"))
         .collect();
-    assert_eq!(seen.len(), WRAPPERS * ROUNDS);
+    assert_eq!(seen.len(), wrappers * rounds);
     for pair in seen.windows(2) {
         assert!(
             pair[0] < pair[1],
@@ -572,7 +582,11 @@ enum Lost {
 /// node is killed. Returns how long after the holder's job ended the waiter's job started.
 /// Without a notice the waiter would try again only when the holder's lease ran out.
 fn handover(lost: Lost) -> Duration {
-    let mut nodes = start_nodes(3);
+    handover_over(start_nodes(3), lost)
+}
+
+/// [`handover`] over the three `nodes` given.
+fn handover_over(mut nodes: Vec<RedisServer>, lost: Lost) -> Duration {
     match lost {
         Lost::BeforeTheStart => nodes[0].stop(),
         Lost::Frozen => nodes[0].freeze(),
@@ -1081,4 +1095,80 @@ fn a_handoff_costs_each_node_the_same_whatever_the_queue() {
             node.port()
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. Mixed servers
+
+/// The server binaries of [`mixed_nodes`], separated like `PATH`.
+const MIXED_VAR: &str = "REDLOCK_TEST_MIXED_SERVERS";
+
+/// Three masters, one per binary named in `$REDLOCK_TEST_MIXED_SERVERS` (`scripts/test`
+/// names Redis 7.0, Redis 6.2 and Valkey 9), the default server making up the rest. Without
+/// the variable (a plain `cargo test`) all three run the default server, said on stderr:
+/// the test then shows only what the tests above do.
+fn mixed_nodes() -> Vec<RedisServer> {
+    let mut programs: Vec<Option<PathBuf>> = env::var_os(MIXED_VAR)
+        .map(|list| {
+            env::split_paths(&list)
+                .filter(|path| !path.as_os_str().is_empty())
+                .map(Some)
+                .collect()
+        })
+        .unwrap_or_default();
+    if programs.is_empty() {
+        eprintln!("{MIXED_VAR} is not set: every node runs the default server");
+    }
+    programs.resize(programs.len().max(3), None);
+    programs
+        .into_iter()
+        .map(|program| {
+            RedisServer::start_with(ServerOptions {
+                program,
+                ..ServerOptions::default()
+            })
+        })
+        .collect()
+}
+
+/// One lock over masters of different versions (the scripts, `SET PX`, pub/sub and the
+/// fence counter behave alike on each): taken and released everywhere with a fence on each
+/// node, busy while held, a waiter woken by the release notice, and contending wrappers
+/// that never overlap.
+#[test]
+fn a_quorum_of_mixed_servers_works_as_one_of_a_kind() {
+    let nodes = mixed_nodes();
+    let versions: Vec<String> = nodes.iter().map(RedisServer::version).collect();
+    eprintln!("redlock over mixed servers: {versions:?}");
+    if env::var_os(MIXED_VAR).is_some() {
+        let kinds: BTreeSet<&String> = versions.iter().collect();
+        assert!(
+            kinds.len() > 1,
+            "{MIXED_VAR} names servers of one version: {versions:?}"
+        );
+    }
+    acquires_on_every_node_and_cleans_up(&nodes, quorum);
+
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-mixed");
+    let holder = hold(quorum(&urls).args(["-k", "mixed"]), &dir, "holder");
+    quorum(&urls)
+        .args(["-k", "mixed", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75)
+        .assert_stderr_contains("not waiting");
+    holder.let_go();
+    holder.wait().assert_code(0);
+
+    let delay = {
+        let _timing = timing_sensitive();
+        handover_over(mixed_nodes(), Lost::None)
+    };
+    eprintln!("redlock hand-over over mixed servers: {delay:.1?}");
+    assert!(
+        delay < Duration::from_secs(3),
+        "waiter started {delay:?} after the holder's job ended"
+    );
+    let _load = loading_the_machine();
+    contend(&nodes, 6, 5);
 }

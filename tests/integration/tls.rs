@@ -7,8 +7,8 @@ use crate::support::*;
 fn tls_server(certs_dir: &TempDir) -> (RedisServer, TlsFiles) {
     let files = make_certs(certs_dir.path());
     let server = RedisServer::start_with(ServerOptions {
-        password: None,
         tls: Some(files.clone()),
+        ..ServerOptions::default()
     });
     (server, files)
 }

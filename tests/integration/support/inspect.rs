@@ -96,6 +96,23 @@ impl RedisServer {
         self.query(&["INFO", section])
     }
 
+    /// `redis 6.2.14` or `valkey 9.1.2`, from `INFO server` (Valkey reports a compatible
+    /// `redis_version` too, so its own field comes first).
+    #[track_caller]
+    pub fn version(&self) -> String {
+        let info = self.info("server");
+        let field = |name: &str| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        match (field("valkey_version"), field("redis_version")) {
+            (Some(version), _) => format!("valkey {version}"),
+            (None, Some(version)) => format!("redis {version}"),
+            (None, None) => panic!("no version in INFO server:\n{info}"),
+        }
+    }
+
     /// Calls per command from `INFO commandstats`, e.g. `("set", 3)`.
     pub fn command_stats(&self) -> Vec<(String, u64)> {
         self.info("commandstats")

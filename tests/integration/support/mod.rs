@@ -41,7 +41,7 @@ pub use inspect::{assert_uuid_v4, token_of};
 pub use load::{loading_the_machine, run_in_parallel, timing_sensitive};
 pub use process::{children_of, live_in_group, pgid_of, pid_alive, require, signal};
 pub use scripts::{sleeper, stubborn_script};
-pub use server::{free_port, RedisServer, ServerOptions};
+pub use server::{default_server_program, free_port, RedisServer, ServerOptions, SERVER_VAR};
 pub use tempdir::TempDir;
 pub use wait::{read_pid, wait_for_death, wait_until};
 pub use wrapper::{Output, Running, Wrapper};

@@ -3,8 +3,15 @@
 //! mode), ready once it answers PING, killed on drop. Faults a test can inject into the
 //! server itself (kill, freeze, restart empty) are here too.
 //!
+//! Which server: `REDLOCK_TEST_REDIS_SERVER`, when set, is the path of the server binary
+//! every fixture here starts (Redis 6.2, a Valkey build: `scripts/test` runs part of the
+//! suite once per server it tests); otherwise `redis-server` on `PATH`. A test may also
+//! name the binary of one server in `ServerOptions::program` (Redlock over mixed servers).
+//! The Sentinel and Cluster fixtures (`deployments`) always start `redis-server` on `PATH`.
+//!
 //! What this module does not own: reading what the server holds (see `inspect`).
 
+use std::env;
 use std::fs;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -45,6 +52,8 @@ pub fn free_port() -> u16 {
 pub struct ServerOptions {
     pub password: Option<String>,
     pub tls: Option<TlsFiles>,
+    /// The server binary; `None` for the default (see the module doc).
+    pub program: Option<PathBuf>,
 }
 
 /// A private `redis-server` on a free loopback port, with its own temp dir and a unix socket
@@ -56,7 +65,21 @@ pub struct RedisServer {
     opts: ServerOptions,
 }
 
-fn redis_server_path() -> PathBuf {
+/// The variable naming the server binary the fixtures start instead of `redis-server`.
+pub const SERVER_VAR: &str = "REDLOCK_TEST_REDIS_SERVER";
+
+/// The server binary a test starts by default: `$REDLOCK_TEST_REDIS_SERVER`, else
+/// `redis-server` on `PATH`.
+pub fn default_server_program() -> PathBuf {
+    if let Some(path) = env::var_os(SERVER_VAR).filter(|path| !path.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(
+            path.is_file(),
+            "{SERVER_VAR}={} is not a file: it names the server binary the tests start",
+            path.display()
+        );
+        return path;
+    }
     require(
         "redis-server",
         "the integration tests need a real Redis server",
@@ -73,7 +96,7 @@ impl RedisServer {
     pub fn start_with_password(password: &str) -> RedisServer {
         RedisServer::start_with(ServerOptions {
             password: Some(password.to_string()),
-            tls: None,
+            ..ServerOptions::default()
         })
     }
 
@@ -112,7 +135,8 @@ impl RedisServer {
     /// Starts the process on `self.port` and waits until it answers PING.
     fn launch(&mut self) -> Result<(), String> {
         let _ = fs::remove_file(self.socket());
-        let mut cmd = Command::new(redis_server_path());
+        let program = (self.opts.program.clone()).unwrap_or_else(default_server_program);
+        let mut cmd = Command::new(&program);
         cmd.arg("--bind").arg("127.0.0.1");
         match &self.opts.tls {
             None => {
@@ -146,7 +170,7 @@ impl RedisServer {
             .stderr(Stdio::null());
         let child = cmd
             .spawn()
-            .map_err(|e| format!("spawning redis-server: {e}"))?;
+            .map_err(|e| format!("spawning {}: {e}", program.display()))?;
         self.child = Some(child);
 
         let deadline = Instant::now() + Duration::from_secs(10);
