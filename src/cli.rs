@@ -300,3 +300,127 @@ pub enum Admin {
         connection: Connection,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{parse_duration, Config, Task, Wait};
+    use crate::lease;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    /// Options, values of each kind, and stray text, as a command line may hold them.
+    fn argument() -> impl Strategy<Value = String> {
+        const OPTIONS: [&str; 29] = [
+            "-k",
+            "--key",
+            "-r",
+            "--redis",
+            "-t",
+            "--ttl",
+            "--renew-every",
+            "-w",
+            "--wait",
+            "-n",
+            "-E",
+            "--kill-after",
+            "--limit",
+            "--fair",
+            "--min-hold",
+            "--max-runtime",
+            "--label",
+            "-c",
+            "-q",
+            "-v",
+            "--",
+            "status",
+            "list",
+            "release",
+            "--json",
+            "--force",
+            "--prefix",
+            "--redis-timeout",
+            "--pass-redis-env",
+        ];
+        prop_oneof![
+            prop::sample::select(&OPTIONS[..]).prop_map(String::from),
+            "[0-9]{1,4}(ms|s|m|h)?",
+            "redis(s)?(\\+sentinel|\\+cluster|\\+unix)?://[a-z0-9:@/,?=&.]{0,16}",
+            "\\PC{0,12}",
+        ]
+    }
+
+    /// A duration as someone may write one, or not quite.
+    fn duration() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[0-9]{1,3}(ms|s|m|h)?",
+            "[0-9]{1,25}(\\.[0-9]{0,3})?(ns|us|ms|s|m|h|d|w|y)?",
+            "-?[0-9.e+]{1,8}|inf|NaN|forever|[0-9]+ ?(s|m) [0-9]+(s|ms)",
+            "\\PC{0,8}",
+        ]
+    }
+
+    fn parse(args: &[String]) -> Option<Config> {
+        let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
+        match Task::from_cli(Cli::parse_from_args(argv).ok()?).ok()? {
+            Task::Run(config) => Some(config),
+            Task::Admin(_) => None,
+        }
+    }
+
+    fn assert_within_limits(config: &Config) {
+        let timing = config.timing;
+        assert!((lease::MIN_TTL..=lease::MAX_TTL).contains(&timing.ttl));
+        assert!(!timing.renew_every.is_zero());
+        assert!(timing.renew_every <= lease::max_renewal_period(timing.ttl));
+        assert!(timing.kill_after <= lease::MAX_DURATION);
+        let redis_timeout = lease::MIN_REDIS_TIMEOUT..=lease::MAX_REDIS_TIMEOUT;
+        assert!(redis_timeout.contains(&config.redis_timeout));
+        if let Wait::For(wait) = config.wait {
+            assert!(wait <= lease::MAX_DURATION);
+        }
+        for bound in [config.min_hold, config.max_runtime].into_iter().flatten() {
+            assert!(!bound.is_zero() && bound <= lease::MAX_DURATION);
+        }
+        // The lease's arithmetic stays in range.
+        let now = std::time::Instant::now();
+        let lease = timing.lease_from(now);
+        assert!(lease.renewal_due() < lease.valid_until());
+        assert!(lease.give_up_at() <= lease.valid_until());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn any_command_line_is_parsed_or_refused(args in prop::collection::vec(argument(), 0..10)) {
+            if let Some(config) = parse(&args) {
+                assert_within_limits(&config);
+            }
+        }
+
+        #[test]
+        fn any_duration_is_parsed_or_refused(text in duration()) {
+            if let Ok(duration) = parse_duration(&text) {
+                prop_assert!(duration < Duration::MAX);
+            }
+        }
+
+        /// Every duration option keeps what it accepts within its limits.
+        #[test]
+        fn accepted_durations_are_within_their_limits(values in prop::collection::vec(duration(), 7)) {
+            let flags = [
+                "--ttl", "--renew-every", "--wait", "--kill-after", "--min-hold", "--max-runtime",
+                "--redis-timeout",
+            ];
+            let mut args: Vec<String> = vec!["-k".into(), "job".into()];
+            for (flag, value) in flags.iter().zip(&values) {
+                args.push(format!("{flag}={value}"));
+            }
+            args.extend(["--".into(), "true".into()]);
+            if let Some(config) = parse(&args) {
+                assert_within_limits(&config);
+            }
+        }
+    }
+}

@@ -77,6 +77,7 @@ impl Blocker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn reads_what_redlock_run_writes() {
@@ -133,5 +134,34 @@ mod tests {
         assert_eq!(Holder::parse(b"{\"token\":\"\xff\"}"), None, "not UTF-8");
         assert!(describe(Some(b"thief")).starts_with("an unknown holder"));
         assert!(describe(None).starts_with("an unknown holder"));
+    }
+
+    fn text() -> impl Strategy<Value = Option<String>> {
+        proptest::option::of("\\PC{0,12}|.{0,12}|[\n\r\u{1b}\u{9b}\u{85}]{1,3}")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Whatever a value holds, its holder is said on one line of plain text.
+        #[test]
+        fn any_holder_is_one_plain_line(
+            token in text(), host in text(), program in text(), label in text(),
+            pid in proptest::option::of(any::<u64>()),
+            since_ms in proptest::option::of(any::<u64>()),
+            fence in proptest::option::of(any::<u64>()),
+        ) {
+            let holder = Holder { token, host, pid, program, label, since_ms, fence, limit: None };
+            let line = holder.to_string();
+            prop_assert!(!line.chars().any(char::is_control), "{:?}", line);
+        }
+
+        #[test]
+        fn any_value_is_described_on_one_line(value in any::<Vec<u8>>(), ahead in any::<u32>()) {
+            let line = describe(Some(&value));
+            prop_assert!(!line.chars().any(char::is_control), "{:?}", line);
+            let blocker = Blocker { holder: Some(value), ahead };
+            prop_assert!(!blocker.phrase().chars().any(char::is_control));
+        }
     }
 }

@@ -17,6 +17,10 @@ pub mod exit;
 pub mod report;
 pub mod run;
 
+/// For the fuzz targets in `fuzz/` only: entry points into the parsers above.
+#[doc(hidden)]
+pub mod fuzzing;
+
 mod backend;
 mod event;
 mod holder;

@@ -331,19 +331,24 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
 }
 
 fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {
-    let (kind, pttl, value): (String, i64, Vec<u8>) =
-        link.call(None, |session| session.eval(&PEEK, &[key], &[]))?;
+    let reply = link.call(None, |session| session.eval(&PEEK, &[key], &[]))?;
+    Ok(read_peek(key, reply))
+}
+
+/// What `PEEK` answered for `key`: its type, its PTTL and its value (empty unless a
+/// string); `None` when there is no such key.
+pub(crate) fn read_peek(key: &Key, (kind, pttl, value): (String, i64, Vec<u8>)) -> Option<Slot> {
     if kind == "none" {
-        return Ok(None);
+        return None;
     }
     let holder = Holder::parse(&value);
-    Ok(Some(Slot {
+    Some(Slot {
         key: key.clone(),
         value: (kind == "string").then_some(value),
         kind,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         holder,
-    }))
+    })
 }
 
 /// The keys that match `pattern` on every server that holds keys: in a cluster, each
@@ -388,6 +393,8 @@ fn glob_escape(text: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::endpoint::tests::redis_values;
+    use proptest::prelude::*;
 
     fn held_by(token: &str) -> Result<Vec<Slot>, String> {
         let value = format!("{{\"token\":\"{token}\",\"fence\":1}}").into_bytes();
@@ -453,5 +460,51 @@ mod tests {
     fn globs_are_escaped() {
         assert_eq!(glob_escape(b"a*b?[c]\\"), b"a\\*b\\?\\[c\\]\\\\");
         assert_eq!(glob_escape(b"redlock:"), b"redlock:");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any reply to PEEK is read, or refused, without a panic; what is read keeps the
+        /// value only for a string.
+        #[test]
+        fn any_peek_reply_is_read_or_refused(reply in redis_values()) {
+            if let Ok(reply) = redis::from_redis_value::<(String, i64, Vec<u8>)>(reply) {
+                let kind = reply.0.clone();
+                let slot = read_peek(&Key::from("k"), reply);
+                prop_assert_eq!(slot.is_none(), kind == "none");
+                if let Some(slot) = slot {
+                    prop_assert_eq!(slot.value.is_some(), kind == "string");
+                }
+            }
+        }
+
+        /// Whatever the nodes say, the verdict is one of them, and a holder it names has a
+        /// slot to show.
+        #[test]
+        fn any_views_give_a_verdict(
+            nodes in prop::collection::vec(
+                proptest::option::of(proptest::option::of("[ab]")), 1..6)
+        ) {
+            let slots: Vec<Result<Vec<Slot>, String>> = nodes
+                .iter()
+                .map(|node| match node {
+                    None => Err(String::from("down")),
+                    Some(None) => Ok(Vec::new()),
+                    Some(Some(token)) => held_by(token),
+                })
+                .collect();
+            let view = LockView {
+                key: Key::from("k"),
+                nodes: slots
+                    .into_iter()
+                    .map(|slots| NodeView { display: String::new(), slots })
+                    .collect(),
+            };
+            if let Verdict::Held { identity, nodes } = view.verdict() {
+                prop_assert!(nodes >= view.majority());
+                prop_assert!(view.holder_slot(&identity).is_some());
+            }
+        }
     }
 }

@@ -84,6 +84,7 @@ pub fn shown(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn any_bytes_show_as_one_line_of_plain_text() {
@@ -95,5 +96,20 @@ mod tests {
         assert_eq!(shown("ünïcode".as_bytes()), "ünïcode");
         let key = Key::from("k").followed_by(b":fence");
         assert_eq!(key.as_bytes(), b"k:fence");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_bytes_show_as_plain_text(bytes in any::<Vec<u8>>()) {
+            let text = shown(&bytes);
+            prop_assert!(!text.chars().any(char::is_control), "{:?}", text);
+        }
+
+        #[test]
+        fn plain_text_shows_as_it_is(text in "\\PC*") {
+            prop_assert_eq!(shown(text.as_bytes()), text);
+        }
     }
 }

@@ -342,6 +342,8 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::key_slot;
+    use proptest::prelude::*;
 
     fn request(label: &str) -> LockRequest {
         LockRequest::new(
@@ -437,5 +439,94 @@ mod tests {
     #[test]
     fn json_escapes_control_characters() {
         assert_eq!(json_string("a\u{1}b"), r#""a\u0001b""#);
+    }
+
+    /// Key names with what matters to the layout: braces, colons, the suffixes themselves.
+    const NAME: &str = "([a-z{}:]|slot|fence|queue|limit|alive|[0-9]){1,12}";
+
+    fn name() -> impl Strategy<Value = Key> {
+        let bytes = prop::collection::vec(any::<u8>(), 1..16).prop_map(Key::new);
+        prop_oneof![NAME.prop_map(|name| Key::from(name.as_str())), bytes]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_value_is_read_or_refused(value in any::<Vec<u8>>()) {
+            let holder = Holder::parse(&value);
+            prop_assert!(holder.is_none_or(|holder| holder.token.is_some()));
+            prop_assert!(value.starts_with(identity_in(&value)));
+        }
+
+        /// What a holder writes (the script puts the fence between identity and metadata)
+        /// reads back as it was meant.
+        #[test]
+        fn written_values_read_back(
+            program in "\\PC{0,300}",
+            label in proptest::option::of("\\PC{0,40}|[\"\\\\\n\t\u{1}]{0,8}"),
+            fence in any::<u64>(),
+            limit in 1..=MAX_LIMIT,
+        ) {
+            let request = LockRequest::new(
+                Key::from("k"),
+                Duration::from_millis(1500),
+                limit,
+                None,
+                &program,
+                label.as_deref(),
+            );
+            let value = format!("{},\"fence\":{fence}{}", request.identity(), request.metadata);
+            let holder = Holder::parse(value.as_bytes()).expect("our own value");
+            prop_assert_eq!(holder.token.as_deref(), Some(request.token.as_str()));
+            prop_assert_eq!(holder.fence, Some(fence));
+            prop_assert_eq!(holder.limit, Some(u64::from(limit)));
+            prop_assert_eq!(holder.pid, Some(u64::from(std::process::id())));
+            prop_assert_eq!(holder.program.as_deref(), Some(cut(&program, MAX_PROGRAM_LEN)));
+            prop_assert_eq!(holder.label, label);
+            let identity = request.identity();
+            prop_assert_eq!(identity_in(value.as_bytes()), identity.as_bytes());
+        }
+
+        /// Each bookkeeping key leads back to its lock, and shares its hash slot when the
+        /// lock can have one. Exception: `{K}` (braces around a name without a tag) has the
+        /// keys `K` has, and they lead to `K`.
+        #[test]
+        fn bookkeeping_keys_lead_back_to_their_lock(key in name(), slot in 2u32..=MAX_LIMIT) {
+            let bytes = key.as_bytes();
+            let braced = bytes
+                .strip_prefix(b"{")
+                .and_then(|inner| inner.strip_suffix(b"}"))
+                .is_some_and(|inner| !has_hash_tag(inner));
+            let siblings = [
+                fence_key(&key),
+                limit_key(&key),
+                slot_key(&key, slot),
+                queue_keys(&key)[0].clone(),
+                queue_keys(&key)[1].clone(),
+            ];
+            for sibling in siblings {
+                let lock = lock_of_internal_key(&sibling);
+                if braced {
+                    let inner = Key::new(&bytes[1..bytes.len() - 1]);
+                    prop_assert_eq!(lock, Some(inner));
+                } else {
+                    prop_assert_eq!(lock, Some(key.clone()), "{:?}", sibling);
+                }
+                if colocates(&key) {
+                    prop_assert_eq!(key_slot(sibling.as_bytes()), key_slot(bytes));
+                }
+            }
+            prop_assert_eq!(slot_key(&key, 1), key.clone());
+        }
+
+        /// A lock's own name is not taken for another lock's bookkeeping unless it ends like
+        /// one; whatever is returned is shorter than the name.
+        #[test]
+        fn any_name_is_a_lock_or_a_key_of_one(key in name()) {
+            if let Some(lock) = lock_of_internal_key(&key) {
+                prop_assert!(lock.len() < key.len());
+            }
+        }
     }
 }

@@ -37,6 +37,11 @@ pub use layout::{
 };
 pub use target::{holds_secret, Deployment, Password, Sources};
 
+// The parsers of what comes from outside, for `crate::fuzzing`.
+pub(crate) use endpoint::{key_slot, master_address, parse_slots};
+pub(crate) use layout::{identity_in, sibling_key};
+pub(crate) use target::{mask_url, redact_url, split_urls};
+
 /// The backend for `deployment`: one Redis deployment, or a Redlock quorum over several
 /// independent masters. Nothing is connected yet.
 pub fn open(

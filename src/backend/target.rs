@@ -27,13 +27,23 @@ impl std::fmt::Debug for RedisTarget {
 }
 
 /// One Redis deployment, or the nodes of a Redlock quorum; checked, not connected.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Deployment {
     targets: Vec<RedisTarget>,
     /// The password given apart from the URLs (a file, the environment), if any.
     password: Option<Password>,
     /// The entries as typed on this process's command line (not from the environment).
     typed: Vec<String>,
+}
+
+/// Printed with the URLs' safe forms only: the entries as typed hold the passwords.
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment")
+            .field("targets", &self.targets)
+            .field("password", &self.password)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Where the URLs and a password came from.
@@ -224,7 +234,7 @@ fn server_places(target: &RedisTarget) -> Vec<String> {
 
 /// Splits a list of URLs (`REDLOCK_REDIS=redis://a,redis://b`) at each comma that starts
 /// another URL: a comma inside one URL (a Sentinel's host list) stays.
-fn split_urls(text: &str) -> Vec<String> {
+pub(crate) fn split_urls(text: &str) -> Vec<String> {
     let mut urls = Vec::new();
     let mut start = 0;
     for (comma, _) in text.match_indices(',') {
@@ -325,16 +335,25 @@ fn secret_ranges(url: &str) -> Vec<Range<usize>> {
         .rfind(|&pos| !in_a_value(pos));
     if let Some(end) = user_end {
         let secret_start = url[start..end].find(':').map_or(start, |c| start + c + 1);
-        // The user part's secret swallows any query value inside it.
-        ranges.retain(|range| range.start > end);
-        ranges.insert(0, secret_start..end);
+        ranges.push(secret_start..end);
     }
-    ranges
+    // The user part's secret swallows any query value inside it, and joins one it overlaps
+    // (`redis://?pass=a:b@h`: both readings of the text are hidden).
+    ranges.sort_by_key(|range| range.start);
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+            _ => merged.push(range),
+        }
+    }
+    merged
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn passwords_are_redacted() {
@@ -397,6 +416,9 @@ mod tests {
             redact_url("rediss+cluster://app:p@ss/w?rd@h1:7000,h2:7001"),
             "rediss+cluster://app:***@h1:7000,h2:7001"
         );
+        // Found by a property test: a parameter before the user part's `:` was shown.
+        assert_eq!(redact_url("redis://?pass=Qx:Zv&@h"), "redis://?pass=***@h");
+        assert_eq!(mask_url("redis://?pass=Qx:Zv&@h"), "redis://?pass=******@h");
     }
 
     #[test]
@@ -455,6 +477,9 @@ mod tests {
             [(typed.to_string(), "redis://u:******@h:1".to_string())]
         );
         assert!(holds_secret(typed) && !holds_secret("redis://h:1"));
+        // Found by fuzzing: the debug form once listed the typed URLs as they were.
+        let debug = format!("{deployment:?}");
+        assert!(!debug.contains("s3cr3t"), "{debug}");
     }
 
     #[test]
@@ -468,5 +493,136 @@ mod tests {
             split_urls("redis+sentinel://h1:26379,h2:26379/m"),
             ["redis+sentinel://h1:26379,h2:26379/m"]
         );
+    }
+
+    /// Pieces of URLs: every character that ends or starts a part, some text beyond ASCII.
+    const PIECE: &str = "[a-z0-9:/?#@&=,.%é+_ \\[\\]-]{0,10}";
+    const SCHEMES: [&str; 10] = [
+        "redis",
+        "rediss",
+        "redis+unix",
+        "unix",
+        "redis+sentinel",
+        "rediss+sentinel",
+        "redis+cluster",
+        "rediss+cluster",
+        "bogus",
+        "",
+    ];
+
+    /// A password: marked, so that no other part of a URL or of a message can hold it, with
+    /// what may end a part in the middle. What the redaction rule reads otherwise is left
+    /// out: a `pass=` parameter inside the password itself; `://` (an entry is split where
+    /// another URL seems to start); `*` (the masking character).
+    fn password(forbidden: &'static str) -> impl Strategy<Value = String> {
+        PIECE
+            .prop_filter("a password the rule can tell", move |middle| {
+                !middle.contains("pass=")
+                    && !middle.contains("password=")
+                    && !middle.contains("://")
+                    && !middle.contains(|c| forbidden.contains(c))
+            })
+            .prop_map(|middle| format!("Qx{middle}Zv"))
+    }
+
+    /// Where a password sits in `url`, it is masked byte for byte, left out of the
+    /// redacted form, and in no error or debug form that `Deployment::parse` gives.
+    fn assert_hidden(url: &str, password: &str) -> Result<(), TestCaseError> {
+        let at = url.find(password).expect("the password is in the URL");
+        let masked = mask_url(url);
+        prop_assert!(
+            masked.as_bytes()[at..at + password.len()]
+                .iter()
+                .all(|&b| b == b'*'),
+            "{} masked as {}",
+            url,
+            masked
+        );
+        prop_assert!(holds_secret(url));
+        let redacted = redact_url(url);
+        prop_assert!(
+            !redacted.contains(password),
+            "{} shown as {}",
+            url,
+            redacted
+        );
+        let sources = Sources {
+            password: None,
+            typed: true,
+        };
+        let shown = match Deployment::parse(&[url.to_string()], sources) {
+            Ok(deployment) => format!("{deployment:?} {:?}", deployment.typed_secrets()[0].1),
+            Err(err) => format!("{err:#}"),
+        };
+        prop_assert!(!shown.contains(password), "{} gave {}", url, shown);
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_text_is_redacted_or_refused_without_a_panic(text in "\\PC{0,40}|[a-z:/?@&=,]{0,40}") {
+            let masked = mask_url(&text);
+            prop_assert_eq!(masked.len(), text.len());
+            prop_assert_eq!(holds_secret(&text), redact_url(&text) != text);
+            prop_assert!(masked == text || holds_secret(&text));
+            let _ = Deployment::parse(std::slice::from_ref(&text), Sources::default());
+            for url in split_urls(&text) {
+                prop_assert!(text.contains(&url));
+            }
+        }
+
+        #[test]
+        fn a_user_part_password_is_hidden(
+            scheme in prop::sample::select(&SCHEMES[..]),
+            user in PIECE,
+            password in password(""),
+            rest in PIECE,
+        ) {
+            assert_hidden(&format!("{scheme}://{user}:{password}@{rest}"), &password)?;
+        }
+
+        /// (Unless a `:` and another `@` follow: the user part then runs on to that `@`, and
+        /// the text before its `:` is a user name.)
+        #[test]
+        fn a_user_part_without_a_colon_is_hidden(
+            scheme in prop::sample::select(&SCHEMES[..]),
+            secret in password(":"),
+            rest in PIECE.prop_filter("no user name", |rest| {
+                rest.rsplit_once('@').is_none_or(|(before, _)| !before.contains(':'))
+            }),
+        ) {
+            assert_hidden(&format!("{scheme}://{secret}@{rest}"), &secret)?;
+        }
+
+        #[test]
+        fn a_password_parameter_is_hidden(
+            scheme in prop::sample::select(&SCHEMES[..]),
+            before in PIECE,
+            name in prop::sample::select(&["pass", "password", "sentinel_password"][..]),
+            password in password("&"),
+            after in PIECE,
+        ) {
+            let url = format!("{scheme}://{before}?{name}={password}&{after}");
+            assert_hidden(&url, &password)?;
+        }
+
+        #[test]
+        fn a_password_given_apart_is_never_shown(
+            scheme in prop::sample::select(&SCHEMES[..]),
+            rest in PIECE,
+            password in password(""),
+        ) {
+            let sources = Sources {
+                password: Some(Password(password.clone())),
+                typed: true,
+            };
+            let shown = match Deployment::parse(&[format!("{scheme}://{rest}")], sources) {
+                Ok(deployment) => format!("{deployment:?}"),
+                Err(err) => format!("{err:#}"),
+            };
+            prop_assert!(!shown.contains(&password), "{}", shown);
+        }
     }
 }

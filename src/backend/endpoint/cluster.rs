@@ -174,7 +174,7 @@ impl Cluster {
 
 /// `CLUSTER SLOTS`: `[[first, last, [host, port, id, …], replicas…], …]`. A master whose
 /// host is empty is the node asked (it does not know its own address).
-fn parse_slots(reply: Value, asked: &str) -> Option<Vec<(u16, u16, String)>> {
+pub(crate) fn parse_slots(reply: Value, asked: &str) -> Option<Vec<(u16, u16, String)>> {
     let Value::Array(ranges) = reply else {
         return None;
     };
@@ -239,7 +239,8 @@ fn crc16(data: &[u8]) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::endpoint::tests::{blackhole, bulk, fake_server};
+    use crate::backend::endpoint::tests::{blackhole, bulk, fake_server, redis_values};
+    use proptest::prelude::*;
     use std::time::Duration;
 
     /// A one-node cluster: it serves every slot.
@@ -338,5 +339,60 @@ mod tests {
                 (5461, 16383, String::from("h:7001")),
             ]
         );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any reply to CLUSTER SLOTS is read without a panic, into ranges that are sorted
+        /// and within the 16384 slots.
+        #[test]
+        fn any_slot_map_reply_is_read_or_refused(reply in redis_values(), asked in "[a-z:\\[\\]0-9]{0,8}") {
+            if let Some(slots) = parse_slots(reply, &asked) {
+                prop_assert!(slots.is_sorted());
+                for (first, last, _) in slots {
+                    prop_assert!(first <= last && last < SLOTS);
+                }
+            }
+        }
+
+        /// A well-formed map is read as it was sent.
+        #[test]
+        fn slot_maps_are_read_back(
+            ranges in prop::collection::vec((0u16..SLOTS, 0u16..SLOTS, "[a-z0-9.]{1,8}", any::<u16>()), 0..5)
+        ) {
+            let reply = Value::Array(ranges.iter().map(|(a, b, host, port)| {
+                Value::Array(vec![
+                    Value::Int(i64::from(*a.min(b))),
+                    Value::Int(i64::from(*a.max(b))),
+                    Value::Array(vec![
+                        Value::BulkString(host.clone().into_bytes()),
+                        Value::Int(i64::from(*port)),
+                    ]),
+                ])
+            }).collect());
+            let mut expected: Vec<(u16, u16, String)> = ranges
+                .iter()
+                .map(|(a, b, host, port)| (*a.min(b), *a.max(b), format!("{host}:{port}")))
+                .collect();
+            expected.sort();
+            prop_assert_eq!(parse_slots(reply, "h:1"), Some(expected));
+        }
+
+        /// Redis Cluster's rule: only the bytes between the first `{` and the first `}` after
+        /// it are hashed, when there is at least one.
+        #[test]
+        fn hash_tags_choose_the_slot(
+            before in prop::collection::vec(any::<u8>().prop_filter("no {", |b| *b != b'{'), 0..8),
+            tag in prop::collection::vec(any::<u8>().prop_filter("no }", |b| *b != b'}'), 1..8),
+            after in any::<Vec<u8>>(),
+        ) {
+            let key = [&before[..], b"{", &tag, b"}", &after].concat();
+            prop_assert_eq!(key_slot(&key), crc16(&tag) % SLOTS);
+            // No tag, or an empty one: the whole key.
+            prop_assert_eq!(key_slot(&before), crc16(&before) % SLOTS);
+            let empty = [&before[..], b"{}", &after].concat();
+            prop_assert_eq!(key_slot(&empty), crc16(&empty) % SLOTS);
+        }
     }
 }

@@ -28,6 +28,8 @@ mod sentinel;
 mod url;
 
 pub use cluster::key_slot;
+pub(crate) use cluster::parse_slots;
+pub(crate) use sentinel::master_address;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -277,6 +279,8 @@ fn role(connection: &mut Connection) -> RedisResult<Role> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use redis::Value;
     use std::io::{BufRead, BufReader, Write};
     use std::net::{TcpListener, TcpStream};
     use std::sync::Arc;
@@ -333,6 +337,84 @@ pub(super) mod tests {
     /// A RESP bulk string.
     pub(in crate::backend::endpoint) fn bulk(text: &str) -> String {
         format!("${}\r\n{text}\r\n", text.len())
+    }
+
+    /// Any reply a server may send, as the redis crate reads it: every kind of value, nested
+    /// a few levels, with numbers and texts near the edges that replies are read at.
+    pub(in crate::backend) fn redis_values() -> impl Strategy<Value = Value> {
+        let text = prop_oneof![
+            Just(String::new()),
+            Just(String::from("master")),
+            Just(String::from("slave")),
+            Just(String::from("string")),
+            Just(String::from("none")),
+            "[0-9]{1,6}",
+            "-?[0-9]{1,25}",
+            any::<String>(),
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Nil),
+            Just(Value::Okay),
+            prop_oneof![
+                any::<i64>(),
+                -2i64..70_000,
+                Just(i64::from(u16::MAX) + 1),
+                Just(i64::from(u32::MAX) + 1)
+            ]
+            .prop_map(Value::Int),
+            text.clone()
+                .prop_map(|text| Value::BulkString(text.into_bytes())),
+            any::<Vec<u8>>().prop_map(Value::BulkString),
+            text.prop_map(Value::SimpleString),
+            any::<f64>().prop_map(Value::Double),
+            any::<bool>().prop_map(Value::Boolean),
+            // Kinds without a public constructor come from the wire.
+            Just(parse(b"-ERR no such thing\r\n")),
+            Just(parse(b"(3492890328409238509324850943850943825024385\r\n")),
+            Just(parse(b"=15\r\ntxt:Some string\r\n")),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Set),
+                prop::collection::vec((inner.clone(), inner.clone()), 0..4).prop_map(Value::Map),
+                (
+                    inner.clone(),
+                    prop::collection::vec((inner.clone(), inner.clone()), 0..2)
+                )
+                    .prop_map(|(data, attributes)| Value::Attribute {
+                        data: Box::new(data),
+                        attributes,
+                    }),
+                prop::collection::vec(inner, 0..4).prop_map(|data| Value::Push {
+                    kind: redis::PushKind::Message,
+                    data,
+                }),
+            ]
+        })
+    }
+
+    fn parse(resp: &[u8]) -> Value {
+        redis::parse_redis_value(resp).unwrap()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// ROLE is read by the redis crate: no reply makes it panic.
+        #[test]
+        fn any_role_reply_is_read_or_refused(reply in redis_values()) {
+            let _ = redis::from_redis_value::<Role>(reply);
+        }
+
+        /// Whatever a URL holds, taking it apart ends in an endpoint or an error.
+        #[test]
+        fn any_url_is_taken_apart_or_refused(
+            scheme in prop::sample::select(&["redis", "rediss+sentinel", "redis+cluster", "x"][..]),
+            rest in "[a-z0-9:/?#@&=,.%\\[\\] -]{0,24}|\\PC{0,12}",
+        ) {
+            let _ = Endpoint::new(&format!("{scheme}://{rest}"), "");
+        }
     }
 
     #[test]

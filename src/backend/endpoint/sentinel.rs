@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use redis::{ConnectionInfo, RedisResult, Role};
+use redis::{ConnectionInfo, RedisResult, Role, Value};
 
 use super::url::{address, userinfo, MultiUrl, NodeUrl};
 use super::{connect, reason, role, share_until, Node};
@@ -185,17 +185,24 @@ fn ask_sentinel(
     until: Instant,
 ) -> RedisResult<Option<String>> {
     let mut connection = connect(info.clone(), until)?;
-    let reply: Option<(String, u16)> = redis::cmd("SENTINEL")
+    let reply = redis::cmd("SENTINEL")
         .arg("GET-MASTER-ADDR-BY-NAME")
         .arg(service)
         .query(&mut connection)?;
+    master_address(reply)
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME`: `[host, port]`, or nil for a name it does not know.
+pub(crate) fn master_address(reply: Value) -> RedisResult<Option<String>> {
+    let reply: Option<(String, u16)> = redis::from_redis_value(reply)?;
     Ok(reply.map(|(host, port)| address(&host, port)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::endpoint::tests::{blackhole, bulk, fake_server};
+    use crate::backend::endpoint::tests::{blackhole, bulk, fake_server, redis_values};
+    use proptest::prelude::*;
     use std::time::Duration;
 
     /// A master, and a sentinel that names it.
@@ -279,6 +286,31 @@ mod tests {
         );
         for bad in ["a:1", "a:1/", "a:x/m", "a,,b/m", "a/m?db=1"] {
             assert!(Sentinels::parse(bad, false).is_err(), "accepted {bad}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Any reply to GET-MASTER-ADDR-BY-NAME gives an address, none, or an error.
+        #[test]
+        fn any_master_address_reply_is_read_or_refused(reply in redis_values()) {
+            let _ = master_address(reply);
+        }
+
+        #[test]
+        fn master_addresses_are_read_back(host in "[a-z0-9.:]{1,12}", port in any::<u16>()) {
+            let reply = Value::Array(vec![
+                Value::BulkString(host.clone().into_bytes()),
+                Value::BulkString(port.to_string().into_bytes()),
+            ]);
+            prop_assert_eq!(master_address(reply).unwrap(), Some(address(&host, port)));
+            prop_assert_eq!(master_address(Value::Nil).unwrap(), None);
+        }
+
+        #[test]
+        fn any_sentinel_url_is_taken_apart_or_refused(rest in "[a-z0-9:/?#@&=,.%_\\[\\]-]{0,32}") {
+            let _ = Sentinels::parse(&rest, false);
         }
     }
 }

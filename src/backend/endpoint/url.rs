@@ -154,6 +154,7 @@ pub(super) fn address(host: &str, port: u16) -> String {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// Passwords that hold what ends a URL's parts, each in pieces that no message has.
     pub(in crate::backend::endpoint) const TRICKY: [&str; 7] = [
@@ -203,5 +204,32 @@ pub(super) mod tests {
         assert!(MultiUrl::parse("h:70000", false, 1).is_err());
         let url = MultiUrl::parse("[::1]:3,[::1]", false, 1).unwrap();
         assert_eq!(url.hosts, ["[::1]:3", "[::1]:1"]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn any_multi_server_url_is_taken_apart_or_refused(
+            rest in "[a-z0-9:/?#@&=,.%_\\[\\]-]{0,32}|\\PC{0,16}",
+            port in any::<u16>(),
+        ) {
+            if let Ok(url) = MultiUrl::parse(&rest, false, port) {
+                prop_assert!(!url.hosts.is_empty());
+                let _ = url.node_url(url.path.clone()).info(&url.hosts[0]);
+            }
+        }
+
+        /// The password reaches the redis crate as it was written.
+        #[test]
+        fn a_password_survives_the_user_part(
+            user in "[a-z0-9]{0,6}",
+            password in "[a-zA-Z0-9:/?#@,._~-]{1,12}",
+        ) {
+            let url = MultiUrl::parse(&format!("{user}:{password}@h1,h2:7/m?a=1"), false, 1).unwrap();
+            prop_assert_eq!(&url.hosts, &["h1:1", "h2:7"]);
+            let info = url.node_url(String::new()).info("h1:1").unwrap();
+            prop_assert_eq!(info.redis_settings().password(), Some(password.as_str()));
+        }
     }
 }
