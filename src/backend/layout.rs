@@ -472,7 +472,7 @@ mod tests {
                 Key::from("k"),
                 Duration::from_millis(1500),
                 limit,
-                None,
+                false,
                 &program,
                 label.as_deref(),
             );

@@ -18,6 +18,7 @@ use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
 use crate::report::{self, Verbosity};
 
+pub(crate) use durations::parse_duration;
 use durations::{bounded, optional_positive};
 
 mod durations;
