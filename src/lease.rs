@@ -303,3 +303,85 @@ mod tests {
         );
     }
 }
+
+/// The lease protocol's model (`model/lease.pml`, checked with Spin by `model/check`) states
+/// the numbers it checks for a lease of `MIN_TTL`; these tests keep them the code's own.
+#[cfg(test)]
+mod model {
+    use super::*;
+
+    const MODEL: &str = include_str!("../model/lease.pml");
+
+    /// The `#define NAME VALUE` lines between the model's markers of the code's numbers.
+    fn model_numbers() -> Vec<(&'static str, u64)> {
+        let start = MODEL
+            .find("/* ---- The code's numbers")
+            .expect("the model marks where the code's numbers begin");
+        let end = MODEL[start..]
+            .find("/* ---- end of the code's numbers")
+            .expect("the model marks where the code's numbers end");
+        MODEL[start..start + end]
+            .lines()
+            .filter_map(|line| line.strip_prefix("#define "))
+            .map(|define| {
+                let mut words = define.split_whitespace();
+                let name = words.next().expect("a #define has a name");
+                let value = words.next().and_then(|value| value.parse().ok());
+                (
+                    name,
+                    value.expect("the model's numbers are whole numbers of ms"),
+                )
+            })
+            .collect()
+    }
+
+    /// Whole milliseconds, rounded down as the model's comment says.
+    fn ms(duration: Duration) -> u64 {
+        duration.as_millis() as u64
+    }
+
+    #[test]
+    fn the_model_checks_the_codes_numbers() {
+        let ttl = MIN_TTL;
+        let timing = Timing {
+            ttl,
+            renew_every: default_renewal_period(ttl),
+            // The default --kill-after (cli.rs): longer than the cap, as with any TTL but a
+            // long one.
+            kill_after: Duration::from_secs(10),
+        };
+        // The drift's share for clock rates (all of it but the fixed 2 ms: 1%): a lease of
+        // `validity` on our clock may last validity / (1 - 1%) on the server's.
+        let rate_share = clock_drift(ttl) - clock_drift(Duration::ZERO);
+        let late_ns = (timing.validity().as_nanos() * rate_share.as_nanos())
+            .div_ceil((ttl - rate_share).as_nanos());
+        let rate_slack = late_ns.div_ceil(1_000_000) as u64;
+        let expected = vec![
+            ("TTL", ms(ttl)),
+            ("DRIFT", ms(timing.drift())),
+            ("VALIDITY", ms(timing.validity())),
+            ("RENEW_EVERY", ms(timing.renew_every)),
+            ("GRACE", ms(timing.grace())),
+            ("BUDGET", ms(acquisition_budget(ttl))),
+            ("RATE_SLACK", rate_slack),
+            ("GUARD_SLACK", 1),
+        ];
+        assert_eq!(
+            model_numbers(),
+            expected,
+            "model/lease.pml no longer checks the code's numbers: update it and run model/check"
+        );
+    }
+
+    #[test]
+    fn the_models_guardian_slack_is_the_guardians_rounding() {
+        // The guardian sleeps in poll(), which counts whole ms: it rounds its wait down and
+        // adds 1, so it wakes up to 1 ms after the lease's end (GUARD_SLACK).
+        let guardian = include_str!("process/guardian.rs");
+        assert!(
+            guardian.contains("/ 1_000_000 + 1)"),
+            "the guardian's wait is no longer rounded as model/lease.pml's GUARD_SLACK says: \
+             update the model and run model/check"
+        );
+    }
+}
