@@ -15,7 +15,7 @@ use crate::event::Event;
 use crate::exit::Outcome;
 use crate::holder::Blocker;
 use crate::lease::{self, Lease};
-use crate::process::{self, Guardian, ReadyGuardian, SpawnError};
+use crate::process::{self, ReadyGuardian, SpawnError};
 use crate::renew::{self, ReadyRenewer};
 use crate::supervise::{self, Ending};
 use crate::wait::{self, WaitPlan, Waited};
@@ -98,8 +98,6 @@ enum Acquisition {
         backend: Box<dyn LockBackend>,
         sent_at: Instant,
         fence: u64,
-        /// Forked while waiting, if the lock was busy.
-        guardian: Option<ReadyGuardian>,
     },
     Ended(Outcome),
 }
@@ -114,6 +112,11 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     // would leave unwatched or unrenewed.
     let child_pid = process::watcher(events_tx.clone())?;
     let renewer = ReadyRenewer::spawn(events_tx.clone())?;
+    // The guardian, forked beside the taking of the lock rather than before the command.
+    let kill_after = config.timing.kill_after;
+    let guardian_fork = std::thread::Builder::new()
+        .name("guardian-fork".into())
+        .spawn(move || ReadyGuardian::fork(kill_after));
     // Likewise the command's argv, PATH candidates and environment: a run that waits has
     // them ready when the lock comes free.
     let left_out: Vec<&str> = RUN_VARIABLES
@@ -141,16 +144,14 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         config.key,
         backend.describe()
     ));
-    let (mut backend, sent_at, fence, ready_guardian) =
-        match acquire(backend, config, &events_tx, &events)? {
-            Acquisition::Held {
-                backend,
-                sent_at,
-                fence,
-                guardian,
-            } => (backend, sent_at, fence, guardian),
-            Acquisition::Ended(outcome) => return Ok(outcome),
-        };
+    let (mut backend, sent_at, fence) = match acquire(backend, config, &events_tx, &events)? {
+        Acquisition::Held {
+            backend,
+            sent_at,
+            fence,
+        } => (backend, sent_at, fence),
+        Acquisition::Ended(outcome) => return Ok(outcome),
+    };
     tally.acquired = Some(Instant::now());
     report::set_fence(fence);
     report::verbose_as(
@@ -174,10 +175,32 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     ];
     let env: Vec<(&str, Vec<u8>)> = RUN_VARIABLES.into_iter().zip(values).collect();
     let renewer = renewer.start(backend, lease);
+    let ready_guardian = match guardian_fork.map(|fork| fork.join()) {
+        Ok(Ok(forked)) => forked,
+        // No thread could be started for the fork (or it died): fork here.
+        _ => ReadyGuardian::fork(config.timing.kill_after),
+    };
+    let ready_guardian = match ready_guardian {
+        Ok(ready) => Some(ready),
+        Err(err) => {
+            report::warn(format_args!(
+                "cannot start the guardian process ({err}); if redlock-run is killed or \
+                 stopped, only the command's first process gets SIGTERM"
+            ));
+            None
+        }
+    };
 
     // The command starts only on a lease that still holds: checked again right before its
-    // `exec`, since this process may be paused anywhere until then.
-    let mut child = match process::spawn(&mut command, &env, lease.valid_until()) {
+    // `exec`, since this process may be paused anywhere until then; by then its process
+    // has named its group to the guardian.
+    let spawned = process::spawn(
+        &mut command,
+        &env,
+        lease.valid_until(),
+        ready_guardian.as_ref(),
+    );
+    let mut child = match spawned {
         Ok(child) => child,
         Err(err) => {
             let outcome = cannot_run(config, err);
@@ -193,23 +216,9 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         report::Event::Started,
         format_args!("command started, pid {}", child.pid()),
     );
-    // Told the group after the command starts (it needs the group's id): a SIGKILL in the
-    // few microseconds between the two leaves only the parent-death signal to act. A
-    // renewal that finishes meanwhile reaches it through the supervisor.
-    let started = match ready_guardian {
-        Some(ready) => ready.guard(child.pid(), lease.valid_until()),
-        None => Guardian::start(child.pid(), config.timing.kill_after, lease.valid_until()),
-    };
-    let guardian = match started {
-        Ok(guardian) => Some(guardian),
-        Err(err) => {
-            report::warn(format_args!(
-                "cannot start the guardian process ({err}); if redlock-run is killed, only \
-                 the command's first process gets SIGTERM"
-            ));
-            None
-        }
-    };
+    // A renewal that finished since the command's process named its lease reaches the
+    // guardian through the supervisor.
+    let guardian = ready_guardian.map(ReadyGuardian::armed);
 
     let limits = supervise::Limits {
         kill_after: config.timing.kill_after,
@@ -288,7 +297,6 @@ fn acquire(
                 backend,
                 sent_at,
                 fence,
-                guardian: None,
             })
         }
         Ok(Attempt::Busy { holder, ahead, .. }) => Some(Blocker { holder, ahead }),
@@ -312,9 +320,6 @@ fn acquire(
         (Wait::Forever, _) => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
-    // Forked now, so that the fork is off the path from the holder's release to our command's
-    // start. If it fails, the fork after the command's start is tried again, and warned of.
-    let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
     let plan = WaitPlan {
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
@@ -333,7 +338,6 @@ fn acquire(
             backend,
             sent_at,
             fence,
-            guardian,
         }),
         Waited::TimedOut => {
             backend.abandon();

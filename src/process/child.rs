@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
+use super::guardian::ReadyGuardian;
 use super::spawn::{self as start, Prepared, StartError};
 use crate::event::Event;
 
@@ -75,17 +76,20 @@ pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
 }
 
 /// Starts the prepared command in a new process group with `env` added, unless the lease
-/// has ended (`lease_end`) by the time it would be executed. Call from the main thread.
+/// has ended (`lease_end`) by the time it would be executed; the command's process names
+/// its group to `guardian` itself, before its `exec`. Call from the main thread.
 pub fn spawn(
     prepared: &mut Prepared,
     env: &[(&str, Vec<u8>)],
     lease_end: Instant,
+    guardian: Option<&ReadyGuardian>,
 ) -> Result<Child, SpawnError> {
     if Instant::now() >= lease_end {
         return Err(SpawnError::LeaseEnded);
     }
     let terminal = in_terminal_foreground();
-    match start::spawn(prepared, env, terminal, lease_end) {
+    let guardian = guardian.map(ReadyGuardian::pipe);
+    match start::spawn(prepared, env, terminal, lease_end, guardian) {
         Ok(pid) => Ok(Child { pid, terminal }),
         Err(err) => {
             if terminal {

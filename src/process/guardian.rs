@@ -2,12 +2,13 @@
 //! stopped. The parent-death signal reaches only the command's first process; a shell
 //! script's children would run on after the lease expired. So redlock-run forks a small
 //! guardian process, in a session of its own, that holds the read end of a pipe. Through it
-//! redlock-run names the command's group once the command has started, then sends the
-//! lease's end (on the monotonic clock) after each renewal, and a dismissal once the group is
-//! gone and the lock released. A run that takes the lock at once forks the guardian after
-//! starting the command; a run that waits for the lock forks it while waiting, so that the
-//! fork (a copy of our page tables, then copy-on-write faults in both processes) is not on
-//! the path from a release to the command's start.
+//! the command's group is named, and the lease's end (on the monotonic clock), by the
+//! command's own process before it `exec`s its program: so no stop or death of redlock-run
+//! can fall between the command's start and its guardian knowing of it. Then redlock-run
+//! sends the lease's end after each renewal, and a dismissal once the group is gone and the
+//! lock released. The guardian is forked on a thread of its own at the start of a run, while
+//! the lock is being taken (or waited for), so that the fork (a copy of our page tables,
+//! then copy-on-write faults in both processes) is not on the path to the command's start.
 //!
 //! - The pipe closes before a group was named (the run ended without a command): exit.
 //!
@@ -80,37 +81,34 @@ impl ReadyGuardian {
         Ok(ReadyGuardian { pipe: write_end })
     }
 
-    /// Names the process group to guard, whose lease ends at `valid_until`. An error means
-    /// the guardian is gone.
-    pub fn guard(self, group: libc::pid_t, valid_until: Instant) -> io::Result<Guardian> {
-        let mut message = [0u8; WATCH_LEN];
-        message[..8].copy_from_slice(&(group as u64).to_ne_bytes());
-        message[8..].copy_from_slice(&monotonic_ns(valid_until).to_ne_bytes());
-        // SAFETY: writes 16 bytes from a live buffer; a pipe write this small is atomic.
-        let written = unsafe {
-            libc::write(
-                self.pipe.as_raw_fd(),
-                message.as_ptr().cast(),
-                message.len(),
-            )
-        };
-        if written != WATCH_LEN as isize {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Guardian { pipe: self.pipe })
+    /// The pipe on which the command's process names its group before its `exec`
+    /// ([`watch_message`]); the descriptor is close-on-exec.
+    pub fn pipe(&self) -> libc::c_int {
+        self.pipe.as_raw_fd()
+    }
+
+    /// The guardian of a command that named its group to it itself.
+    pub fn armed(self) -> Guardian {
+        Guardian { pipe: self.pipe }
     }
 }
 
-impl Guardian {
-    /// Forks the guardian of process group `group`, whose lease ends at `valid_until`.
-    pub fn start(
-        group: libc::pid_t,
-        kill_after: Duration,
-        valid_until: Instant,
-    ) -> io::Result<Guardian> {
-        ReadyGuardian::fork(kill_after)?.guard(group, valid_until)
+/// The first message on the pipe: the group, then the lease's end, 8 bytes each. Plain
+/// byte copies: the command's process builds it between `clone` and `exec`.
+pub fn watch_message(group: libc::pid_t, lease_end_ns: u64) -> [u8; WATCH_LEN] {
+    let mut message = [0u8; WATCH_LEN];
+    let group = (group as u64).to_ne_bytes();
+    let end = lease_end_ns.to_ne_bytes();
+    let mut i = 0;
+    while i < 8 {
+        message[i] = group[i];
+        message[8 + i] = end[i];
+        i += 1;
     }
+    message
+}
 
+impl Guardian {
     /// Tells the guardian the lease now runs until `valid_until`.
     pub fn extend(&self, valid_until: Instant) {
         self.send(monotonic_ns(valid_until).max(1));

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use super::clock::{monotonic_ns, now_ns};
+use super::guardian::watch_message;
 
 extern "C" {
     /// The process's environment, as the C library keeps it (mutable there, as std declares
@@ -85,6 +86,9 @@ struct Plan<'a> {
     reset: &'a [libc::c_int],
     /// The lease's end on the monotonic clock, in nanoseconds: no `exec` at or after it.
     lease_end_ns: u64,
+    /// The guardian's pipe, to which the child names its group before any `exec`; -1
+    /// without a guardian.
+    guardian: libc::c_int,
     /// Set by the child when no `exec` succeeded (`LEASE_ENDED` when none was tried).
     errno: AtomicI32,
 }
@@ -113,6 +117,7 @@ pub fn spawn(
     env: &[(&str, Vec<u8>)],
     take_terminal: bool,
     lease_end: Instant,
+    guardian: Option<libc::c_int>,
 ) -> Result<libc::pid_t, StartError> {
     let ours = c_strings(
         env.iter()
@@ -133,6 +138,7 @@ pub fn spawn(
         take_terminal,
         reset: &prepared.reset,
         lease_end_ns: monotonic_ns(lease_end),
+        guardian: guardian.unwrap_or(-1),
         errno: AtomicI32::new(0),
     };
     // The stack grows down on every architecture Linux runs Rust on but PA-RISC.
@@ -205,11 +211,20 @@ extern "C" fn run_child(plan: *mut libc::c_void) -> libc::c_int {
 
         // execvp's rule: try each directory; remember EACCES, but keep looking.
         let mut first_error = 0;
+        let mut named = plan.guardian < 0;
         for path in plan.candidates {
             // As late as can be: nothing but this reading lies between it and the kernel.
             if now_ns() >= plan.lease_end_ns {
                 plan.errno.store(LEASE_ENDED, Ordering::SeqCst);
                 libc::_exit(127);
+            }
+            // Named to the guardian before the program can run, whatever happens to
+            // redlock-run from here on (the descriptor closes on exec); only once the
+            // lease is known to hold, or the guardian would end us for a lapsed one.
+            if !named {
+                let message = watch_message(libc::getpid(), plan.lease_end_ns);
+                libc::write(plan.guardian, message.as_ptr().cast(), message.len());
+                named = true;
             }
             libc::execve(path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
             let errno = *libc::__errno_location();

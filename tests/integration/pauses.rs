@@ -80,12 +80,8 @@ fn a_run_stopped_past_its_lease_always_reports_the_lost_lock() {
         .into_iter()
         .map(|(mut run, name)| {
             let command = run.read_pid(&dir.join(&format!("{name}.pid")));
-            // The guardian is forked just after the command starts (README: a stop in
-            // the microseconds between the two leaves the command unguarded): stopped
-            // once it is there.
-            wait_until(Duration::from_secs(15), "the guardian to start", || {
-                children_of(run.pid()).len() >= 2
-            });
+            // At once: the command's process named its group to the guardian before it
+            // ran its program, so no moment after its start is unguarded.
             run.signal(libc::SIGSTOP);
             (run, command)
         })
