@@ -3,8 +3,8 @@
 //! stops a server when the harness goes. It measures nothing itself; the stamps and the
 //! counter it writes are read by `measure/`.
 
-use std::fs::{self, File};
-use std::io::{self, Read};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::thread;
@@ -37,6 +37,22 @@ pub fn run(args: &[String]) -> i32 {
             }
         }),
         "incr" => increment(Path::new(arg(1))),
+        // A many-waiters contender: stamp, hold arg(3) ms, stamp, append `IDX START END PID`.
+        "crit" => {
+            let start = realtime_ns();
+            thread::sleep(millis(3));
+            append_interval(Path::new(arg(1)), arg(2), start)
+        }
+        // A many-waiters holder: says it runs (file arg(3)), holds until told to stop (file
+        // arg(4) appears) or arg(5) ms pass, then appends its interval like `crit`.
+        "crit-until" => File::create(arg(3)).and_then(|_| {
+            let start = realtime_ns();
+            let end = Instant::now() + millis(5);
+            while !Path::new(arg(4)).exists() && Instant::now() < end {
+                thread::sleep(Duration::from_millis(1));
+            }
+            append_interval(Path::new(arg(1)), arg(2), start)
+        }),
         "guard" => return guard(&args[1..]),
         other => Err(io::Error::other(format!("unknown helper mode {other:?}"))),
     };
@@ -58,6 +74,18 @@ pub fn realtime_ns() -> u128 {
 fn write_stamp(path: &Path) -> io::Result<()> {
     let now = realtime_ns();
     fs::write(path, now.to_string())
+}
+
+/// One line, `IDX START END PID` (CLOCK_REALTIME ns), in one write to a file opened with
+/// O_APPEND, so that lines from many processes never interleave. END is taken last, just
+/// before the exit that lets the tool release the lock.
+fn append_interval(path: &Path, idx: &str, start: u128) -> io::Result<()> {
+    let line = format!("{idx} {start} {} {}\n", realtime_ns(), std::process::id());
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(line.as_bytes())
 }
 
 /// The read-modify-write that only mutual exclusion keeps correct. An empty or torn file

@@ -148,3 +148,26 @@ pub fn loadavg() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// Redis `maxclients` for `waiters` waiting processes: a few connections each (a redlock-run
+/// waiter may hold a command connection and a subscription), and never below Redis's own
+/// default. Redis lowers it to its open-file limit, which it inherits from this process, so
+/// a limit too low for that is said at once, with the way to raise it.
+pub fn check_open_files(waiters: usize) -> usize {
+    let wanted = (waiters * 3 + 100).max(10_000);
+    let soft = fs::read_to_string("/proc/self/limits")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| {
+            let rest = line.strip_prefix("Max open files")?;
+            rest.split_whitespace().next()?.parse::<usize>().ok()
+        });
+    if let Some(soft) = soft.filter(|&soft| soft < waiters * 3 + 132) {
+        eprintln!(
+            "compare: the open-file limit ({soft}) is low for {waiters} waiters: Redis may \
+             refuse connections; raise it first (ulimit -n {})",
+            waiters * 3 + 132
+        );
+    }
+    wanted
+}

@@ -18,6 +18,11 @@
 //! target is reported, never turned into a failing exit status; the exit status is non-zero
 //! only when the harness itself could not run.
 //!
+//! A second section, many waiters (`--many-waiters` alone, `--all` after the rest), runs
+//! one holder and N = 10 ... 1000 waiters on one key under each tool and mode, and reports
+//! requests per handoff, handoff gaps, drain time, fairness and the cost of waiting, to
+//! target/bench/waiters.json. It takes up to ten minutes, so the default run leaves it out.
+//!
 //! This file owns the order of one run: build, start the servers, run each measurement,
 //! hand the results to the report. How each figure is taken lives in `measure/`, how it is
 //! shown and judged in `report/`.
@@ -58,7 +63,7 @@ use crate::helper::HELPER;
 use crate::measure::waiting::{self, Waiting};
 use crate::measure::{contended, handoff, phase, rss, startup, Results};
 use crate::opts::{Opts, USAGE};
-use crate::report::Report;
+use crate::report::{ManyReport, Report};
 use crate::servers::TempDir;
 use crate::tools::{Bench, Tool, TOOLS};
 
@@ -106,10 +111,17 @@ fn run(opts: &Opts) -> Result<()> {
         .clone()
         .unwrap_or_else(|| target_dir.join("bench").join("compare.json"));
 
+    // Redis's own default, or what the many-waiters section needs (3 per waiter).
+    let maxclients = if opts.many {
+        host::check_open_files(opts.many_n.iter().copied().max().unwrap_or(0))
+    } else {
+        10_000
+    };
+
     // Declared first, dropped last: the servers (whose data lives here) stop before it goes.
     let temp = TempDir::new()?;
     phase("starting redis-server and etcd on loopback");
-    let (_redis, redis_port) = servers::start_redis(&exe, &temp.0)?;
+    let (_redis, redis_port) = servers::start_redis(&exe, &temp.0, maxclients)?;
     let mut etcd_missing = String::new();
     let etcd = if !host::have("etcd") || !host::have("etcdctl") {
         etcd_missing =
@@ -154,32 +166,72 @@ fn run(opts: &Opts) -> Result<()> {
         ),
     ];
 
+    let context = Context {
+        opts,
+        bench: &bench,
+        machine,
+        versions: versions.to_vec(),
+        began,
+    };
+    if opts.compare {
+        compare(&context, &temp, json_path.clone())?;
+    }
+    if opts.many {
+        let path = json_path.with_file_name("waiters.json");
+        many(
+            &context,
+            opts.json.clone().filter(|_| !opts.compare).unwrap_or(path),
+        )?;
+    }
+    drop(etcd);
+    Ok(())
+}
+
+/// What every section's report shows beside its figures.
+struct Context<'a> {
+    opts: &'a Opts,
+    bench: &'a Bench,
+    machine: Vec<(&'static str, String)>,
+    versions: Vec<(&'static str, String)>,
+    began: Instant,
+}
+
+/// The usual sections: overhead, contended, handoff, quorum, RSS, waiting.
+fn compare(context: &Context, temp: &TempDir, json_path: PathBuf) -> Result<()> {
+    let Context {
+        opts,
+        bench,
+        ref machine,
+        ref versions,
+        began,
+    } = *context;
+    let exe = &bench.exe;
     let mut results: [Results; 3] = Default::default();
 
     let mut starts = BTreeMap::new();
-    startup::versions(&bench, opts.overhead_samples, &mut starts);
+    startup::versions(bench, opts.overhead_samples, &mut starts);
     for tool in TOOLS {
         results[tool as usize].version = starts.get(tool.name()).cloned();
     }
     let bare_version = starts.get("true").cloned().unwrap_or_default();
 
-    let (bare, overhead) = startup::overhead(&bench, opts.overhead_samples);
+    let (bare, overhead) = startup::overhead(bench, opts.overhead_samples);
     for tool in TOOLS {
         results[tool as usize].overhead = overhead.get(tool.name()).cloned();
     }
 
     for tool in bench.tools() {
         results[tool as usize].contended =
-            Some(contended::measure(&bench, tool, opts.clients, opts.cycles));
+            Some(contended::measure(bench, tool, opts.clients, opts.cycles));
     }
 
-    handoff::measure(&bench, opts.handoff_samples, opts.hold, &mut results);
+    handoff::measure(bench, opts.handoff_samples, opts.hold, &mut results);
 
     phase("starting 4 more redis-servers for a 5-node Redlock quorum");
     let mut quorum_servers = Vec::new();
-    let mut ports = vec![redis_port];
+    let mut ports = vec![bench.redis_port];
     for _ in 0..4 {
-        match servers::start_redis(&exe, &temp.0) {
+        match servers::start_redis(exe, &temp.0, 10_000) {
             Ok((server, port)) => {
                 quorum_servers.push(server);
                 ports.push(port);
@@ -187,11 +239,11 @@ fn run(opts: &Opts) -> Result<()> {
             Err(err) => eprintln!("compare: {err}"),
         }
     }
-    let quorum = (ports.len() == 5).then(|| startup::quorum(&bench, &ports, opts.overhead_samples));
+    let quorum = (ports.len() == 5).then(|| startup::quorum(bench, &ports, opts.overhead_samples));
     drop(quorum_servers);
 
     let rss_floor = if bench.have_time {
-        let (peaks, floor) = rss::measure(&bench, 3);
+        let (peaks, floor) = rss::measure(bench, 3);
         for tool in TOOLS {
             results[tool as usize].rss_kib = peaks.get(tool.name()).copied();
         }
@@ -209,9 +261,9 @@ fn run(opts: &Opts) -> Result<()> {
         let etcd = scope.spawn(|| {
             bench
                 .available(Tool::Etcd)
-                .then(|| waiting::etcd(&bench, opts.waiters, opts.wait_window))
+                .then(|| waiting::etcd(bench, opts.waiters, opts.wait_window))
         });
-        let redis = waiting::redis(&bench, opts.waiters, opts.wait_window);
+        let redis = waiting::redis(bench, opts.waiters, opts.wait_window);
         (redis, etcd.join().unwrap_or(None))
     });
     results[Tool::Redlock as usize].waiting =
@@ -228,9 +280,9 @@ fn run(opts: &Opts) -> Result<()> {
     let elapsed = began.elapsed();
     let report = Report {
         opts,
-        bench: &bench,
-        machine,
-        versions: versions.to_vec(),
+        bench,
+        machine: machine.clone(),
+        versions: versions.clone(),
         results: &results,
         bare,
         bare_version,
@@ -239,15 +291,40 @@ fn run(opts: &Opts) -> Result<()> {
         elapsed,
     };
     print!("{}", report.table());
-    let json = report.json();
-    if let Some(parent) = json_path.parent() {
+    write_json(&json_path, &report.json())?;
+    Ok(())
+}
+
+/// The many-waiters section.
+fn many(context: &Context, json_path: PathBuf) -> Result<()> {
+    let opts = context.opts;
+    let began = Instant::now();
+    let many = measure::many::run(
+        context.bench,
+        &opts.many_n,
+        opts.many_window,
+        opts.many_etcd_max,
+        opts.many_budget,
+    );
+    let report = ManyReport {
+        machine: context.machine.clone(),
+        versions: context.versions.clone(),
+        many: &many,
+        elapsed: began.elapsed(),
+        since_start: context.began.elapsed(),
+    };
+    print!("{}", report.table());
+    write_json(&json_path, &report.json())
+}
+
+fn write_json(path: &Path, json: &json::Json) -> Result<()> {
+    if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(|err| format!("{parent:?}: {err}"))?;
     }
     let mut text = String::new();
     json.write(&mut text, 0);
     text.push('\n');
-    fs::write(&json_path, text).map_err(|err| format!("{json_path:?}: {err}"))?;
-    println!("JSON: {}", json_path.display());
-    drop(etcd);
+    fs::write(path, text).map_err(|err| format!("{path:?}: {err}"))?;
+    println!("JSON: {}", path.display());
     Ok(())
 }

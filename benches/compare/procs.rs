@@ -70,6 +70,18 @@ impl Proc {
         })
     }
 
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Moves the time limit: the process is killed if it still runs at `deadline`.
+    pub fn deadline(&self, deadline: Instant) {
+        let pid = self.child.id();
+        for armed in locked(&ARMED).iter_mut().filter(|(armed, _)| *armed == pid) {
+            armed.1 = deadline;
+        }
+    }
+
     /// Waits for the exit; returns the status and the time from spawn to exit.
     pub fn wait(&mut self) -> Result<(ExitStatus, Duration)> {
         let status = self.child.wait().map_err(|err| format!("wait: {err}"))?;

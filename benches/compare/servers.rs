@@ -97,11 +97,15 @@ pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
-pub fn start_redis(exe: &Path, dir: &Path) -> Result<(Server, u16)> {
+/// `maxclients`: Redis's default (10000) is lowered to what its open-file limit allows;
+/// the many-waiters section asks for what it needs, and says so when the limit is lower.
+pub fn start_redis(exe: &Path, dir: &Path, maxclients: usize) -> Result<(Server, u16)> {
     let mut last = String::new();
     for _ in 0..3 {
         let port = free_port()?;
         let args: Vec<String> = [
+            "--maxclients",
+            &maxclients.to_string(),
             "--port",
             &port.to_string(),
             "--bind",

@@ -31,6 +31,11 @@ impl Samples {
         Some(sorted[rank.min(sorted.len()) - 1])
     }
 
+    pub fn mean(&self) -> Option<Duration> {
+        let n = u32::try_from(self.values.len()).ok().filter(|&n| n > 0)?;
+        Some(self.values.iter().sum::<Duration>() / n)
+    }
+
     pub fn p50(&self) -> Option<Duration> {
         self.pct(50.0)
     }

@@ -69,15 +69,30 @@ impl Bench {
     /// The argv that runs `command` under `tool`'s lock named `key`, in each tool's plain
     /// documented form.
     pub fn argv(&self, tool: Tool, key: &str, command: &[OsString]) -> Vec<OsString> {
+        self.argv_with(tool, key, &[], command)
+    }
+
+    /// `argv` with redlock-run's own options (`--limit 3`, `--fair`) before the `--`; the
+    /// peers take none.
+    pub fn argv_with(
+        &self,
+        tool: Tool,
+        key: &str,
+        options: &[&str],
+        command: &[OsString],
+    ) -> Vec<OsString> {
         let mut argv: Vec<OsString> = match tool {
-            Tool::Redlock => vec![
+            Tool::Redlock => [
                 self.redlock.clone().into(),
                 "-r".into(),
                 format!("redis://127.0.0.1:{}", self.redis_port).into(),
                 "-k".into(),
                 key.into(),
-                "--".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(options.iter().map(OsString::from))
+            .chain(["--".into()])
+            .collect(),
             Tool::Flock => vec!["flock".into(), self.dir.join(format!("{key}.flock")).into()],
             Tool::Etcd => vec![
                 "etcdctl".into(),

@@ -1,10 +1,12 @@
 //! One module per measurement, each taking its figures from the tools through `Bench`:
 //! startup (`--version`, `TOOL -- true`, the Redlock quorum), contended, handoff, peak RSS
-//! and waiting. This module owns what they share: the per-tool `Results` they fill in and
-//! the time limit on a single run. Judging the figures is `report/`'s job, not theirs.
+//! and waiting; and the many-waiters section (`many/`), a run of its own. This module owns
+//! what they share: the per-tool `Results` they fill in and the time limit on a single run.
+//! Judging the figures is `report/`'s job, not theirs.
 
 pub mod contended;
 pub mod handoff;
+pub mod many;
 pub mod rss;
 pub mod startup;
 pub mod waiting;

@@ -4,7 +4,10 @@
 //! are `json.rs`'s. A missed target is printed, never turned into an exit status.
 
 mod json;
+mod many;
 mod targets;
+
+pub use many::ManyReport;
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
