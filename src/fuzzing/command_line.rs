@@ -13,23 +13,28 @@ pub fn command_line(data: &[u8]) {
         return;
     }
     let first = parse_command_line(&args);
-    let secrets = url_secrets(&args);
+    // The secrets of the `--redis` values, each only where nothing else typed holds it too
+    // (a key may be any text, and is shown).
+    let urls = redis_values(&args);
+    let typed = args.join("\0");
+    let in_urls = urls.join("\0");
+    let mut secrets = url_secrets(&urls);
+    secrets.retain(|secret| {
+        typed.matches(secret.as_str()).count() == in_urls.matches(secret.as_str()).count()
+    });
     if secrets.is_empty() {
         return;
     }
-    // Each secret, changed: what follows a secret into the output changes with it; what
-    // merely looks like it (a word of a message, another argument) does not.
-    let changed: Vec<String> = args
-        .iter()
-        .map(|arg| {
-            secret_chars(arg)
-                .map(|(ch, secret)| if secret { other_char(ch) } else { ch })
-                .collect()
-        })
-        .collect();
-    if url_secrets(&changed) != secrets.iter().map(|s| other(s)).collect::<Vec<_>>() {
-        // The change moved what counts as secret: nothing to compare.
-        return;
+    // Each URL with its secrets changed: what follows a secret into the output changes with
+    // it; what merely looks like it (a word of a message) does not.
+    let mut changed = args.clone();
+    for url in &urls {
+        let other_url: String = secret_chars(url)
+            .map(|(ch, secret)| if secret { other_char(ch) } else { ch })
+            .collect();
+        for arg in &mut changed {
+            *arg = arg.replace(url.as_str(), &other_url);
+        }
     }
     let second = parse_command_line(&changed);
     for secret in &secrets {
@@ -38,6 +43,24 @@ pub fn command_line(data: &[u8]) {
             "the secret {secret:?} of {args:?} is in {first:?}"
         );
     }
+}
+
+/// The values clap takes as `--redis` URLs from `args`, longest first.
+pub(super) fn redis_values(args: &[String]) -> Vec<String> {
+    let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
+    let Ok(matches) = Cli::command().try_get_matches_from(argv) else {
+        return Vec::new();
+    };
+    let used = matches.subcommand().map_or(&matches, |(_, used)| used);
+    let mut urls: Vec<String> = used
+        .get_many::<String>("redis")
+        .into_iter()
+        .flatten()
+        .filter(|url| !url.is_empty())
+        .cloned()
+        .collect();
+    urls.sort_by_key(|url| std::cmp::Reverse(url.len()));
+    urls
 }
 
 /// What the program may print of a command line: the error, or the configuration's debug
@@ -111,10 +134,10 @@ pub(super) fn arguments(data: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// The secret runs of the arguments that hold a URL, as `mask_url` finds them.
-pub(super) fn url_secrets(args: &[String]) -> Vec<String> {
+/// The secret runs of `urls`, as `mask_url` finds them.
+pub(super) fn url_secrets(urls: &[String]) -> Vec<String> {
     let mut secrets = Vec::new();
-    for arg in args.iter().filter(|arg| arg.contains("://")) {
+    for arg in urls {
         let mut run = String::new();
         for (ch, secret) in secret_chars(arg) {
             if secret {

@@ -18,6 +18,8 @@ use crate::backend::{
     parse_slots, redact_url, shown, sibling_key, split_urls, Deployment, Holder, Key, Password,
     Sources,
 };
+use clap::CommandFactory;
+
 use crate::cli::Cli;
 use crate::config::{parse_duration, Task, Wait};
 use crate::holder::{describe, Blocker};
