@@ -327,7 +327,7 @@ pub fn flush() {
 /// that text from outside (a key, another holder's value, a server's reply) can neither
 /// start a line of its own nor send escape sequences to the reader's terminal.
 pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -339,11 +339,24 @@ pub fn escape(text: &str) -> std::borrow::Cow<'_, str> {
             ch if (ch as u32) < 0x80 && ch.is_control() => {
                 out.push_str(&format!("\\x{:02x}", ch as u32))
             }
-            ch if ch.is_control() => out.push_str(&format!("\\u{{{:x}}}", ch as u32)),
+            ch if hidden(ch) => out.push_str(&format!("\\u{{{:x}}}", ch as u32)),
             ch => out.push(ch),
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// Characters that act on a terminal or on how a line reads rather than showing as
+/// themselves: control characters, and the invisible format characters that reorder or
+/// hide text (bidirectional overrides and isolates, zero-width spaces and joiners, the byte
+/// order mark), with which a holder's name could be made to read as something else.
+fn hidden(ch: char) -> bool {
+    ch.is_control()
+        || matches!(
+            ch,
+            '\u{61c}' | '\u{180e}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}'
+        )
 }
 
 /// A duration rounded to milliseconds, for messages.
@@ -386,4 +399,21 @@ pub fn redact_panics(pairs: Vec<(String, String)>) {
         );
         flush();
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_acts_on_a_terminal_or_reorders_a_line_is_escaped() {
+        assert_eq!(escape("plain: ünïcode"), "plain: ünïcode");
+        assert_eq!(escape("a\nb\x1b[2J\u{9b}"), "a\\nb\\x1b[2J\\u{9b}");
+        // "evil\u{202e}txt.exe" would read as "evilexe.txt".
+        assert_eq!(escape("evil\u{202e}txt.exe"), "evil\\u{202e}txt.exe");
+        assert_eq!(
+            escape("a\u{200b}b\u{2066}c\u{feff}"),
+            "a\\u{200b}b\\u{2066}c\\u{feff}"
+        );
+    }
 }
