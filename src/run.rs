@@ -98,6 +98,8 @@ enum Acquisition {
         backend: Box<dyn LockBackend>,
         sent_at: Instant,
         fence: u64,
+        /// Forked while waiting, if the lock was busy.
+        guardian: Option<ReadyGuardian>,
     },
     Ended(Outcome),
 }
@@ -112,11 +114,6 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     // would leave unwatched or unrenewed.
     let child_pid = process::watcher(events_tx.clone())?;
     let renewer = ReadyRenewer::spawn(events_tx.clone())?;
-    // The guardian, forked beside the taking of the lock rather than before the command.
-    let kill_after = config.timing.kill_after;
-    let guardian_fork = std::thread::Builder::new()
-        .name("guardian-fork".into())
-        .spawn(move || ReadyGuardian::fork(kill_after));
     // Likewise the command's argv, PATH candidates and environment: a run that waits has
     // them ready when the lock comes free.
     let left_out: Vec<&str> = RUN_VARIABLES
@@ -144,14 +141,16 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         config.key,
         backend.describe()
     ));
-    let (mut backend, sent_at, fence) = match acquire(backend, config, &events_tx, &events)? {
-        Acquisition::Held {
-            backend,
-            sent_at,
-            fence,
-        } => (backend, sent_at, fence),
-        Acquisition::Ended(outcome) => return Ok(outcome),
-    };
+    let (mut backend, sent_at, fence, waited_guardian) =
+        match acquire(backend, config, &events_tx, &events)? {
+            Acquisition::Held {
+                backend,
+                sent_at,
+                fence,
+                guardian,
+            } => (backend, sent_at, fence, guardian),
+            Acquisition::Ended(outcome) => return Ok(outcome),
+        };
     tally.acquired = Some(Instant::now());
     report::set_fence(fence);
     report::verbose_as(
@@ -175,10 +174,13 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     ];
     let env: Vec<(&str, Vec<u8>)> = RUN_VARIABLES.into_iter().zip(values).collect();
     let renewer = renewer.start(backend, lease);
-    let ready_guardian = match guardian_fork.map(|fork| fork.join()) {
-        Ok(Ok(forked)) => forked,
-        // No thread could be started for the fork (or it died): fork here.
-        _ => ReadyGuardian::fork(config.timing.kill_after),
+    // The guardian must be there before the command can run (its process names its group
+    // to it): forked while waiting, or now. Not earlier: every page this process writes
+    // after a fork is copied, and the taking of the lock writes plenty (measured: forked on
+    // a thread of its own at the start, `redlock-run -- true` took 0.3-0.7 ms longer).
+    let ready_guardian = match waited_guardian {
+        Some(ready) => Ok(ready),
+        None => ReadyGuardian::fork(config.timing.kill_after),
     };
     let ready_guardian = match ready_guardian {
         Ok(ready) => Some(ready),
@@ -297,6 +299,7 @@ fn acquire(
                 backend,
                 sent_at,
                 fence,
+                guardian: None,
             })
         }
         Ok(Attempt::Busy { holder, ahead, .. }) => Some(Blocker { holder, ahead }),
@@ -320,6 +323,9 @@ fn acquire(
         (Wait::Forever, _) => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
+    // Forked now, so that the fork is off the path from the holder's release to our command's
+    // start. If it fails, it is tried again before the command starts, and warned of.
+    let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
     let plan = WaitPlan {
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
@@ -338,6 +344,7 @@ fn acquire(
             backend,
             sent_at,
             fence,
+            guardian,
         }),
         Waited::TimedOut => {
             backend.abandon();

@@ -6,9 +6,11 @@
 //! command's own process before it `exec`s its program: so no stop or death of redlock-run
 //! can fall between the command's start and its guardian knowing of it. Then redlock-run
 //! sends the lease's end after each renewal, and a dismissal once the group is gone and the
-//! lock released. The guardian is forked on a thread of its own at the start of a run, while
-//! the lock is being taken (or waited for), so that the fork (a copy of our page tables,
-//! then copy-on-write faults in both processes) is not on the path to the command's start.
+//! lock released. A run that waits for the lock forks the guardian while it waits, so that
+//! the fork (a copy of our page tables, then copy-on-write faults in both processes) is not
+//! on the path from a release to the command's start; one that takes the lock at once
+//! forks it just before starting the command (earlier, every page written meanwhile would
+//! be copied).
 //!
 //! - The pipe closes before a group was named (the run ended without a command): exit.
 //!

@@ -18,6 +18,23 @@ local function call(command, ...)
   return reply
 end
 
+-- Raises the error `call` raises for a refused command unless this user's ACL allows
+-- `command` with these arguments, without running it: Redis 7 and Valkey can tell
+-- (`redis.acl_check_cmd`); on Redis 6.2 the command is run, in a form that changes nothing
+-- (`harmless`, the same arguments by default).
+local function may(harmless, command, ...)
+  if redis.acl_check_cmd then
+    if not redis.acl_check_cmd(command, ...) then
+      error('NOPERM the ACL of this user does not allow ' .. command
+        .. ', which redlock-run needs')
+    end
+  elseif harmless then
+    harmless()
+  else
+    call(command, ...)
+  end
+end
+
 -- What `key` holds: its value when a string, false when it does not exist, true when it
 -- holds another type (another application's hash, list, ...: never ours).
 local function read(key)
