@@ -5,10 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-
-use crate::servers::loopback;
 
 /// A minimal RESP client for the harness's own look at Redis (PING, INFO, CLIENT LIST,
 /// MONITOR).
@@ -93,4 +91,9 @@ impl Redis {
             .map(|(key, value)| (key.to_string(), value.trim().to_string()))
             .collect())
     }
+}
+
+/// Port `port` on 127.0.0.1: every server the harness starts listens there, and nowhere else.
+pub fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
 }

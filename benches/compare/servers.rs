@@ -6,14 +6,14 @@
 use std::env;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use crate::helper::{realtime_ns, HELPER};
 use crate::procs::wait_until;
-use crate::resp::Redis;
+use crate::resp::{loopback, Redis};
 use crate::Result;
 
 /// Removed on drop; the servers keep their data here.
@@ -91,10 +91,6 @@ fn free_port() -> Result<u16> {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .map_err(|err| format!("no free loopback port: {err}"))
-}
-
-pub fn loopback(port: u16) -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], port))
 }
 
 /// `maxclients`: Redis's default (10000) is lowered to what its open-file limit allows;
