@@ -228,7 +228,7 @@ fn parse_monitor(line: &str) -> Option<(String, String)> {
 }
 
 /// Sum of etcd's grpc_server_msg_received_total, total and by method.
-fn etcd_messages(port: u16) -> Result<(f64, BTreeMap<String, f64>)> {
+pub fn etcd_messages(port: u16) -> Result<(f64, BTreeMap<String, f64>)> {
     let body = http_get(port, "/metrics").map_err(|err| format!("etcd /metrics: {err}"))?;
     let mut total = 0.0;
     let mut by_method = BTreeMap::new();

@@ -81,25 +81,8 @@ impl Report<'_> {
             ])
         };
         Json::obj([
-            (
-                "machine",
-                Json::Obj(
-                    self.machine
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
-                        .chain([("loadavg_end".to_string(), Json::str(loadavg()))])
-                        .collect(),
-                ),
-            ),
-            (
-                "versions",
-                Json::Obj(
-                    self.versions
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
-                        .collect(),
-                ),
-            ),
+            ("machine", machine_json(&self.machine)),
+            ("versions", versions_json(&self.versions)),
             (
                 "config",
                 Json::obj([
@@ -168,4 +151,26 @@ impl Report<'_> {
             ),
         ])
     }
+}
+
+/// The machine's figures, and the load average as the run ends: the head of every JSON
+/// report.
+pub fn machine_json(machine: &[(&'static str, String)]) -> Json {
+    Json::Obj(
+        machine
+            .iter()
+            .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
+            .chain([("loadavg_end".to_string(), Json::str(loadavg()))])
+            .collect(),
+    )
+}
+
+/// The tools' versions, as every JSON report gives them.
+pub fn versions_json(versions: &[(&'static str, String)]) -> Json {
+    Json::Obj(
+        versions
+            .iter()
+            .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
+            .collect(),
+    )
 }

@@ -12,6 +12,7 @@ use crate::host::loadavg;
 use crate::json::Json;
 use crate::measure::many::{Case, Figures, Many, CASES, CRITICAL, LIMIT};
 use crate::procs::KILLED;
+use crate::report::json::{machine_json, versions_json};
 use crate::stats::millis;
 
 pub struct ManyReport<'a> {
@@ -337,25 +338,8 @@ impl ManyReport<'_> {
             ])
         };
         Json::obj([
-            (
-                "machine",
-                Json::Obj(
-                    self.machine
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
-                        .chain([("loadavg_end".to_string(), Json::str(loadavg()))])
-                        .collect(),
-                ),
-            ),
-            (
-                "versions",
-                Json::Obj(
-                    self.versions
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
-                        .collect(),
-                ),
-            ),
+            ("machine", machine_json(&self.machine)),
+            ("versions", versions_json(&self.versions)),
             (
                 "config",
                 Json::obj([

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::procs::{locked, wait_until};
 use crate::resp::Redis;
-use crate::servers::http_get;
+
 use crate::Result;
 
 /// Requests seen by a server up to some point.
@@ -213,22 +213,11 @@ fn parse(line: &str) -> Option<(&str, String, &str)> {
 /// etcd's `grpc_server_msg_received_total`, summed over methods: gRPC messages from every
 /// client (the harness reads /metrics over plain HTTP, which is not counted).
 pub fn etcd_messages(port: u16) -> Result<Counts> {
-    let body = http_get(port, "/metrics").map_err(|err| format!("etcd /metrics: {err}"))?;
+    let (_, by_method) = crate::measure::waiting::etcd_messages(port)?;
     let mut counts = Counts::default();
-    for line in body.lines() {
-        let Some(rest) = line.strip_prefix("grpc_server_msg_received_total") else {
-            continue;
-        };
-        let Some(value) = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) else {
-            continue;
-        };
-        let method = rest
-            .split("grpc_method=\"")
-            .nth(1)
-            .and_then(|s| s.split('"').next())
-            .unwrap_or("?");
+    for (method, value) in by_method {
         counts.waiters += value as u64;
-        *counts.by_command.entry(method.to_string()).or_default() += value as u64;
+        *counts.by_command.entry(method).or_default() += value as u64;
     }
     Ok(counts)
 }
