@@ -132,23 +132,7 @@ impl Report<'_> {
                     ("cronlock", not_measured()),
                 ]),
             ),
-            (
-                "targets",
-                Json::Arr(
-                    self.targets()
-                        .into_iter()
-                        .map(|line| {
-                            Json::obj([
-                                ("id", Json::str(line.id)),
-                                ("goal", Json::str(line.goal)),
-                                ("value", Json::opt_num(line.value)),
-                                ("measured", Json::str(line.measured)),
-                                ("result", Json::str(line.verdict.word())),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
+            ("targets", targets_json(self.targets())),
         ])
     }
 }
@@ -171,6 +155,24 @@ pub fn versions_json(versions: &[(&'static str, String)]) -> Json {
         versions
             .iter()
             .map(|(k, v)| (k.to_string(), Json::str(v.clone())))
+            .collect(),
+    )
+}
+
+/// The targets' rows, as every JSON report gives them.
+pub fn targets_json(lines: Vec<super::targets::TargetLine>) -> Json {
+    Json::Arr(
+        lines
+            .into_iter()
+            .map(|line| {
+                Json::obj([
+                    ("id", Json::str(line.id)),
+                    ("goal", Json::str(line.goal)),
+                    ("value", Json::opt_num(line.value)),
+                    ("measured", Json::str(line.measured)),
+                    ("result", Json::str(line.verdict.word())),
+                ])
+            })
             .collect(),
     )
 }

@@ -12,8 +12,10 @@ use crate::host::loadavg;
 use crate::json::Json;
 use crate::measure::many::{Case, Figures, Many, CASES, CRITICAL, LIMIT};
 use crate::procs::KILLED;
-use crate::report::json::{machine_json, versions_json};
+use crate::report::json::{machine_json, targets_json, versions_json};
 use crate::stats::millis;
+
+use super::targets_table;
 
 pub struct ManyReport<'a> {
     pub machine: Vec<(&'static str, String)>,
@@ -174,21 +176,12 @@ impl ManyReport<'_> {
         }
 
         let _ = writeln!(o);
-        let _ = writeln!(
+        targets_table(
             o,
-            "{:<66}{:<30}result",
-            "target for redlock-run, many waiters", "measured (worst case)"
+            ("target for redlock-run, many waiters", 66),
+            ("measured (worst case)", 30),
+            self.targets(),
         );
-        let _ = writeln!(o, "{}", "-".repeat(102));
-        for line in self.targets() {
-            let _ = writeln!(
-                o,
-                "{:<66}{:<30}{}",
-                line.goal,
-                line.measured,
-                line.verdict.word()
-            );
-        }
         let _ = writeln!(o);
         let _ = writeln!(o, "notes:");
         for note in self.method_notes() {
@@ -374,23 +367,7 @@ impl ManyReport<'_> {
                         .collect(),
                 ),
             ),
-            (
-                "targets",
-                Json::Arr(
-                    self.targets()
-                        .into_iter()
-                        .map(|line| {
-                            Json::obj([
-                                ("id", Json::str(line.id)),
-                                ("goal", Json::str(line.goal)),
-                                ("value", Json::opt_num(line.value)),
-                                ("measured", Json::str(line.measured)),
-                                ("result", Json::str(line.verdict.word())),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
+            ("targets", targets_json(self.targets())),
             (
                 "notes",
                 Json::Arr(many.notes.iter().cloned().map(Json::Str).collect()),

@@ -209,21 +209,12 @@ impl Report<'_> {
             );
         }
         let _ = writeln!(o);
-        let _ = writeln!(
+        targets_table(
             o,
-            "{:<42}{:<26}result",
-            "target for redlock-run", "measured"
+            ("target for redlock-run", 42),
+            ("measured", 26),
+            self.targets(),
         );
-        let _ = writeln!(o, "{}", "-".repeat(74));
-        for line in self.targets() {
-            let _ = writeln!(
-                o,
-                "{:<42}{:<26}{}",
-                line.goal,
-                line.measured,
-                line.verdict.word()
-            );
-        }
         let _ = writeln!(o);
         let _ = writeln!(o, "notes:");
         let _ = writeln!(
@@ -280,5 +271,26 @@ impl Report<'_> {
             );
         }
         out
+    }
+}
+
+/// The targets' rows as a table: goal, measured and result columns, the first two of the
+/// widths given with their headings.
+pub(super) fn targets_table(
+    o: &mut String,
+    (goal, goal_width): (&str, usize),
+    (measured, measured_width): (&str, usize),
+    lines: Vec<targets::TargetLine>,
+) {
+    let _ = writeln!(o, "{goal:<goal_width$}{measured:<measured_width$}result");
+    let _ = writeln!(o, "{}", "-".repeat(goal_width + measured_width + 6));
+    for line in lines {
+        let _ = writeln!(
+            o,
+            "{:<goal_width$}{:<measured_width$}{}",
+            line.goal,
+            line.measured,
+            line.verdict.word()
+        );
     }
 }
