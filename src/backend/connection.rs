@@ -281,6 +281,17 @@ impl Link {
         self.timeout
     }
 
+    /// Whether this is a Redis Cluster (notices are then sharded, see `layout::Channels`).
+    pub fn is_cluster(&self) -> bool {
+        self.endpoint.is_cluster()
+    }
+
+    /// A redirection came back from outside `call` (a subscription): the slot map is out of
+    /// date.
+    pub fn moved(&mut self) {
+        self.endpoint.moved();
+    }
+
     /// Closes the command connection until the next call (`Endpoint::rest`).
     pub fn rest(&mut self) {
         self.endpoint.rest();

@@ -12,8 +12,7 @@ use anyhow::Result;
 
 use super::connection::Link;
 use super::layout::{
-    limit_key, lock_of_internal_key, queue_keys, release_channel, slot_key, Holder, Key, MAX_LIMIT,
-    WAKE_CHANNEL_PREFIX,
+    limit_key, lock_of_internal_key, queue_keys, slot_key, Channels, Holder, Key, MAX_LIMIT,
 };
 use super::quorum::majority;
 use super::scripts::{FORCE_RELEASE, PEEK};
@@ -313,12 +312,13 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
     let Some(value) = &slot.value else {
         return Ok(Forced::Changed);
     };
-    let channel = release_channel(lock_key);
+    let channels = Channels::of(lock_key, link.is_cluster());
     let [queue, woken] = queue_keys(lock_key);
     let args = [
         value.as_slice(),
-        channel.as_bytes(),
-        WAKE_CHANNEL_PREFIX.as_bytes(),
+        channels.release.as_bytes(),
+        channels.wake_prefix.as_bytes(),
+        channels.sharded_arg(),
     ];
     let deleted: i64 = link.call(None, |session| {
         session.eval(&FORCE_RELEASE, &[&slot.key, &queue, &woken], &args)

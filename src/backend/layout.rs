@@ -16,8 +16,9 @@
 //!   longest lease and goes with the last release.
 //! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
 //! - `{K}:queue`: the waiters, a sorted set of tokens by arrival (server time, ms); each
-//!   listens for its own wake-up on `redlock-run:wake:<token>`. A release wakes the first
-//!   live one; with `--fair`, only the first ones may take a free slot.
+//!   listens for its own wake-up on `redlock-run:wake:<token>` (in a cluster,
+//!   `redlock-run:wake:{K}:<token>`, see `Channels`). A release wakes the first live one;
+//!   with `--fair`, only the first ones may take a free slot.
 //! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
 //!   (server time, ms): one that does not try within a lease's length counts as gone.
 //!
@@ -26,9 +27,9 @@
 //! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
 //! key whose value we did not write (another holder's, another tool's, another
 //! application's hash) is never renewed or deleted. Waiters also listen on
-//! `redlock-run:released:K`, where a release is announced when nobody is queued (for
-//! waiters of older versions); each message is the releasing holder's identity and a
-//! release number.
+//! `redlock-run:released:K` (in a cluster `redlock-run:released:{K}`), where a release is
+//! announced when nobody is queued (for waiters of older versions); each message is the
+//! releasing holder's identity and a release number.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -112,24 +113,62 @@ impl LockRequest {
         identity_of(&self.token)
     }
 
-    pub fn release_channel(&self) -> Key {
-        release_channel(&self.key)
-    }
-
     /// The key of slot `slot` (1-based; slot 1 is the lock's own key).
     pub fn slot_key(&self, slot: u32) -> Key {
         slot_key(&self.key, slot)
     }
-
-    /// The channel this holder, while it waits, is woken on.
-    pub fn wake_channel(&self) -> Key {
-        Key::from(WAKE_CHANNEL_PREFIX).followed_by(self.token.as_bytes())
-    }
 }
 
-/// The channel waiters for `key` listen on.
-pub fn release_channel(key: &Key) -> Key {
-    Key::from(RELEASE_CHANNEL_PREFIX).followed_by(key.as_bytes())
+/// Where the waiters of one lock hear of its releases: each on its own wake-up channel (the
+/// prefix, then its token), and all on the release channel when nobody is queued.
+///
+/// In a Redis Cluster the notices are sharded (`SPUBLISH`, `SSUBSCRIBE`, Redis 7): a
+/// sharded channel lives in a hash slot like a key, and only the master of that slot and its
+/// replicas carry it, instead of every node of the cluster. Both channels then carry the
+/// lock's hash tag (`redlock-run:wake:{K}:<token>`, `redlock-run:released:{K}`), so they
+/// share the lock's slot: a script may publish only on its own slot, and when the slot
+/// moves, its subscribers are told (`sunsubscribe`) and subscribe again on the new master.
+/// Elsewhere they are the plain channels of earlier versions, `redlock-run:wake:<token>`
+/// and `redlock-run:released:K`.
+#[derive(Debug, Clone)]
+pub struct Channels {
+    pub release: Key,
+    pub wake_prefix: Key,
+    pub sharded: bool,
+}
+
+impl Channels {
+    pub fn of(key: &Key, sharded: bool) -> Channels {
+        if sharded {
+            Channels {
+                release: Key::from(RELEASE_CHANNEL_PREFIX)
+                    .followed_by(sibling_key(key, b"").as_bytes()),
+                wake_prefix: Key::from(WAKE_CHANNEL_PREFIX)
+                    .followed_by(sibling_key(key, b":").as_bytes()),
+                sharded,
+            }
+        } else {
+            Channels {
+                release: Key::from(RELEASE_CHANNEL_PREFIX).followed_by(key.as_bytes()),
+                wake_prefix: Key::from(WAKE_CHANNEL_PREFIX),
+                sharded,
+            }
+        }
+    }
+
+    /// The channel the waiter with `token` is woken on.
+    pub fn wake(&self, token: &str) -> Key {
+        self.wake_prefix.followed_by(token.as_bytes())
+    }
+
+    /// How the scripts are told which way to publish: `'1'` sharded, `'0'` plain.
+    pub fn sharded_arg(&self) -> &'static [u8] {
+        if self.sharded {
+            b"1"
+        } else {
+            b"0"
+        }
+    }
 }
 
 /// The key of slot `slot` of lock `key` (1-based; slot 1 is `key` itself).

@@ -6,7 +6,8 @@
 //! - `endpoint`: which server a command goes to (one server, Sentinel, Cluster discovery);
 //! - `connection`: deadlines on every command, redirections, script loading;
 //! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
-//! - `protocol`: the lock on one deployment; `quorum`: Redlock over several;
+//! - `protocol`: the lock on one deployment, `notices` its subscription to release
+//!   notices; `quorum`: Redlock over several;
 //! - `inspect`: reading and clearing locks for `status`, `list` and `release`.
 //!
 //! The rest of the program sees [`LockBackend`] and [`inspect::Inspector`], never a Redis
@@ -18,6 +19,7 @@ mod error;
 pub mod inspect;
 mod key;
 mod layout;
+mod notices;
 mod protocol;
 mod quorum;
 mod scripts;

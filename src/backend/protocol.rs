@@ -9,23 +9,18 @@
 //! replica to have it, so that a failover right after it is unlikely to lose the key and
 //! the fence.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
-use super::error::{describe_error, is_transient};
-use super::layout::{fence_key, limit_key, queue_keys, Key, LockRequest, WAKE_CHANNEL_PREFIX};
+use super::error::is_transient;
+use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest};
+use super::notices;
 use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
 use super::target::RedisTarget;
-use super::{Attempt, LockBackend, Notice, NoticeSink, Released, Renewal, Subscription};
+use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
 use crate::{lease, report};
-
-/// How often an idle subscriber thread looks up to see whether it is still wanted. It only
-/// checks a flag: no Redis command is sent.
-const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 
 pub struct SingleRedis {
     link: Link,
@@ -36,13 +31,17 @@ pub struct SingleRedis {
     /// Whether this waiter listens for its own wake-up (its subscription is up): only then
     /// may it join the waiters' queue, or a release would wake it in vain.
     listening: bool,
+    /// Where releases are announced: sharded in a cluster.
+    channels: Channels,
 }
 
 impl SingleRedis {
     /// Prepares the client; connects on first use.
     pub fn new(target: &RedisTarget, timeout: Duration, lock: LockRequest) -> Result<SingleRedis> {
+        let link = Link::new(target, timeout)?;
         Ok(SingleRedis {
-            link: Link::new(target, timeout)?,
+            channels: Channels::of(&lock.key, link.is_cluster()),
+            link,
             identity: lock.identity(),
             lock,
             held: None,
@@ -75,9 +74,10 @@ impl SingleRedis {
             limit_arg.as_bytes(),
             if self.lock.fair { b"1" } else { b"0" },
             self.lock.token.as_bytes(),
-            WAKE_CHANNEL_PREFIX.as_bytes(),
+            self.channels.wake_prefix.as_bytes(),
             if self.listening { b"1" } else { b"0" },
             arrival.as_bytes(),
+            self.channels.sharded_arg(),
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -165,7 +165,6 @@ impl SingleRedis {
             keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
         }
         let keys: Vec<&Key> = keys.iter().collect();
-        let channel = self.lock.release_channel();
         let grace_ms = self.lock.ttl.as_millis().to_string();
         let keep_ms = keep_for
             .map_or(0, |keep| keep.as_millis().max(1))
@@ -173,12 +172,13 @@ impl SingleRedis {
         let limit = self.lock.limit.to_string();
         let args = [
             self.identity.as_bytes(),
-            channel.as_bytes(),
+            self.channels.release.as_bytes(),
             keep_ms.as_bytes(),
             limit.as_bytes(),
             notice.as_bytes(),
-            WAKE_CHANNEL_PREFIX.as_bytes(),
+            self.channels.wake_prefix.as_bytes(),
             grace_ms.as_bytes(),
+            self.channels.sharded_arg(),
         ];
         let released: i64 = self.link.call(Some(deadline), |session| {
             session.eval(&RELEASE, &keys, &args)
@@ -238,8 +238,9 @@ impl LockBackend for SingleRedis {
         let grace_ms = self.lock.ttl.as_millis().to_string();
         let args = [
             self.lock.token.as_bytes(),
-            WAKE_CHANNEL_PREFIX.as_bytes(),
+            self.channels.wake_prefix.as_bytes(),
             grace_ms.as_bytes(),
+            self.channels.sharded_arg(),
         ];
         let _: Result<i64> = self.link.call(None, |session| {
             session.eval(&LEAVE_QUEUE, &[&queue, &woken], &args)
@@ -253,55 +254,20 @@ impl LockBackend for SingleRedis {
     }
 
     fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
-        // On the lock's own master: in a cluster a PUBLISH reaches every node, but only the
-        // listeners on the node that runs the release script count as heard there, and an
-        // unheard waiter is dropped from the queue as gone.
-        let mut connection = self.link.open_subscriber(&self.lock.key)?;
         // Its own channel, where a release wakes it when it is first in the queue, and the
         // lock's, where a release is announced when nobody is queued.
-        let channels = [self.lock.wake_channel(), self.lock.release_channel()];
-        let display = self.link.display().to_string();
-        let timeout = self.link.timeout();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let subscription = Subscription::new();
-        let stopped = subscription.stopped_flag();
-        // The subscription borrows its connection for as long as it lives, so it lives on a
-        // thread of its own and passes notices on.
-        std::thread::Builder::new()
-            .name("release-notices".into())
-            .spawn(move || {
-                // SUBSCRIBE as a plain command, so that a refusal (an ACL without the
-                // channel) is an error here: the redis crate's own `subscribe` drops the
-                // server's error reply, and the subscription would silently never hear.
-                // One channel a command, so that each reply is read before the next.
-                let subscribed = connection
-                    .set_read_timeout(Some(timeout))
-                    .and_then(|()| {
-                        for channel in &channels {
-                            redis::cmd("SUBSCRIBE")
-                                .arg(channel)
-                                .query::<redis::Value>(&mut connection)?;
-                        }
-                        Ok(())
-                    })
-                    .and_then(|()| connection.set_read_timeout(Some(SUBSCRIBER_CHECK)));
-                if let Err(err) = subscribed {
-                    let _ = ready_tx.send(Err(describe_error(err, &display)));
-                    return;
-                }
-                let pubsub = connection.as_pubsub();
-                let _ = ready_tx.send(Ok(()));
-                listen(pubsub, sink, &stopped, &display);
-            })
-            .context("cannot start a thread")?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => {
-                self.listening = true;
-                Ok(subscription)
-            }
-            Ok(Err(err)) => Err(err.context("cannot subscribe to release notices")),
-            Err(_) => Err(anyhow!("cannot subscribe to release notices")),
-        }
+        let channels = [
+            self.channels.wake(&self.lock.token),
+            self.channels.release.clone(),
+        ];
+        let subscription = if self.channels.sharded {
+            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink)
+        } else {
+            notices::subscribe(&mut self.link, &self.lock.key, channels, sink)
+        };
+        let subscription = subscription.context("cannot subscribe to release notices")?;
+        self.listening = true;
+        Ok(subscription)
     }
 
     fn describe(&self) -> &str {
@@ -340,35 +306,6 @@ fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &Key) {
             report::warn(format_args!(
                 "cannot confirm that a replica has {key}: {err:#}"
             ));
-        }
-    }
-}
-
-/// Passes each message on the subscription on as `Notice::Released` until the subscription
-/// is dropped or the connection breaks.
-fn listen(
-    mut pubsub: redis::PubSub<'_>,
-    mut sink: NoticeSink,
-    stopped: &AtomicBool,
-    display: &str,
-) {
-    loop {
-        let notice = match pubsub.get_message() {
-            Ok(message) => Notice::Released {
-                by: message.get_payload().unwrap_or_default(),
-            },
-            // Nobody released; this wake-up only checks whether the waiter still listens.
-            Err(err) if err.is_timeout() => {
-                if stopped.load(Ordering::Relaxed) {
-                    return;
-                }
-                continue;
-            }
-            Err(err) => Notice::Broken(describe_error(err, display)),
-        };
-        let broken = matches!(notice, Notice::Broken(_));
-        if !sink(notice) || broken || stopped.load(Ordering::Relaxed) {
-            return;
         }
     }
 }

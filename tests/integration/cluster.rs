@@ -2,11 +2,12 @@
 //! `support::deployments`), reached through a URL that names only the first. Locks on keys in
 //! different slots land on their own masters; `status`, `list` and `release` see all of
 //! them; semaphores, fences and release wake-ups work; a slot moved while a lock is held is
-//! followed through `ASK` and `MOVED`; a node that hangs does not hide the others.
+//! followed through `ASK` and `MOVED`, and waiters queued across a reshard follow it with
+//! their subscriptions; a node that hangs does not hide the others.
 
 use std::time::Duration;
 
-use crate::support::deployments::{Cluster, SETTLE};
+use crate::support::deployments::{Cluster, Process, SETTLE};
 use crate::support::*;
 
 #[test]
@@ -104,12 +105,9 @@ fn semaphores_fences_and_wakeups_work_across_the_cluster() {
         .args(limit)
         .args(["--wait", "25s", "--", "sh", "-c", &body])
         .spawn();
+    let owner = &cluster.nodes[cluster.owner_of("redlock:pool")];
     wait_until(SETTLE, "the waiter to subscribe", || {
-        cluster.nodes.iter().any(|node| {
-            node.query::<Vec<String>>(&["PUBSUB", "CHANNELS", "redlock-run:released:*"])
-                .len()
-                == 1
-        })
+        subscribers(owner, "redlock-run:released:{redlock:pool}") == 1
     });
     a.let_go();
     a.wait().assert_code(0);
@@ -227,4 +225,121 @@ fn a_frozen_seed_does_not_hide_the_other_nodes() {
         .run();
     out.assert_code(0);
     assert!(cluster.nodes[1].query::<bool>(&["EXISTS", &format!("{{redlock:{}}}:fence", names[1])]));
+}
+
+/// How many clients listen on `channel` at `node`: sharded subscribers where the server has
+/// sharded pub/sub (Redis 7 and later), plain ones before.
+fn subscribers(node: &Process, channel: &str) -> i64 {
+    let counts: redis::RedisResult<(String, i64)> =
+        node.try_query(&["PUBSUB", "SHARDNUMSUB", channel]);
+    match counts {
+        Ok((_, count)) => count,
+        Err(_) => {
+            node.query::<(String, i64)>(&["PUBSUB", "NUMSUB", channel])
+                .1
+        }
+    }
+}
+
+/// Whether `node` has sharded pub/sub (`SSUBSCRIBE`, Redis 7 and later).
+fn has_sharded_pubsub(node: &Process) -> bool {
+    node.try_query::<Vec<String>>(&["PUBSUB", "SHARDCHANNELS"])
+        .is_ok()
+}
+
+/// A reshard while waiters are queued: the lock's slot, its queue with it, moves to another
+/// master. With sharded pub/sub the old master ends the waiters' subscriptions; each
+/// subscribes again on the new one and tries, and the queue goes on there: every waiter
+/// runs, one at a time and in the order they queued (`--fair`), each woken by the release
+/// before it, long before the holder's 30s TTL would have sent anyone to look. (Without sharded pub/sub, Redis 6.2, a plain
+/// `PUBLISH` reaches every node: the subscriptions stay where they were and the waiters are
+/// woken through the lock's channel instead.)
+#[test]
+fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
+    let _timing = timing_sensitive();
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-reshard");
+    let key = "redlock:reshard";
+    let queue = "{redlock:reshard}:queue";
+    let channel = "redlock-run:released:{redlock:reshard}";
+    let args = ["-k", "reshard", "--ttl", "30s", "--renew-every", "200ms"];
+    let holder = hold(cluster.cmd().args(args), &dir, "holder");
+    let from = cluster.owner_of(key);
+    let to = (from + 1) % cluster.nodes.len();
+    let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let sharded = has_sharded_pubsub(source);
+
+    // `--fair` waiters, each queued before the next starts; each notes its start and end
+    // in one log.
+    let log = dir.join("log");
+    let waiters: Vec<Running> = (0..4)
+        .map(|n| {
+            let body = format!(
+                "echo start {n} >> '{log}'; sleep 0.05; echo end {n} >> '{log}'",
+                log = log.display()
+            );
+            let waiter = cluster
+                .cmd()
+                .args(args)
+                .args(["--fair", "--wait", "90s", "--", "sh", "-c", &body])
+                .spawn();
+            wait_until(SETTLE, "the waiter queued and listening", || {
+                source.query::<i64>(&["ZCARD", queue]) == n + 1
+                    && subscribers(source, channel) == n + 1
+            });
+            waiter
+        })
+        .collect();
+
+    // Move the slot with every key in it, as `redis-cli --cluster reshard` does.
+    let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
+    let slot = slot.to_string();
+    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+    target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+    source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+    let keys: Vec<String> = source.query(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+    assert!(keys.iter().any(|k| k == queue), "{keys:?}");
+    let port = target.port().to_string();
+    let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+    migrate.extend(keys.iter().map(String::as_str));
+    source.query::<String>(&migrate);
+    for node in [target, source, &cluster.nodes[3 - from - to]] {
+        node.query::<()>(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+    }
+    assert_eq!(target.query::<i64>(&["ZCARD", queue]), 4, "the queue moved");
+    if sharded {
+        wait_until(SETTLE, "the waiters to subscribe on the new master", || {
+            subscribers(target, channel) == 4
+        });
+        assert_eq!(subscribers(source, channel), 0);
+    }
+
+    let started = std::time::Instant::now();
+    holder.let_go();
+    holder.wait().assert_code(0).assert_stderr_lacks("lost");
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "the waiters were not woken through the new master: {took:?}"
+    );
+    // One at a time, each to its end; with sharded pub/sub, in the order they queued: each
+    // was woken on its own channel on the new master, none dropped from the queue as gone.
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = lines.lines().collect();
+    assert_eq!(lines.len(), 8, "{lines:?}");
+    for (n, pair) in lines.chunks(2).enumerate() {
+        let started = pair[0].strip_prefix("start ").expect("a start first");
+        assert_eq!(pair[1], format!("end {started}"), "{lines:?}");
+        if sharded {
+            assert_eq!(started, n.to_string(), "out of order: {lines:?}");
+        }
+    }
+    assert_eq!(
+        target.query::<i64>(&["ZCARD", queue]),
+        0,
+        "everyone left the queue"
+    );
 }

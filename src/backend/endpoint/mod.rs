@@ -36,7 +36,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use redis::{
-    Client, Connection, ConnectionInfo, IntoConnectionInfo, RedisError, RedisResult, Role,
+    Client, Connection, ConnectionInfo, IntoConnectionInfo, ProtocolVersion, RedisError,
+    RedisResult, Role,
 };
 
 use super::error::{describe_error, time_left};
@@ -138,19 +139,33 @@ impl Endpoint {
     }
 
     /// A new connection of its own (not shared with commands) to the server that holds
-    /// `key`, with no read or write timeout set; for a subscription.
+    /// `key`, with no read or write timeout set; for a subscription. In a cluster it speaks
+    /// RESP3, in which everything the server sends unasked (a message, or word that the
+    /// slot moved away and took the subscription with it) comes as a push.
     pub fn open_for(&mut self, key: &[u8], until: Instant) -> Result<Connection> {
-        let address = match &mut self.kind {
-            Kind::Cluster(cluster) => cluster.owner(key_slot(key), until, &self.display)?,
-            Kind::Server(_) | Kind::Sentinel(_) => String::new(),
+        let connection = match &mut self.kind {
+            Kind::Cluster(cluster) => {
+                let address = cluster.owner(key_slot(key), until, &self.display)?;
+                let display = format!("{} (node {address})", self.display);
+                let opened = cluster
+                    .info(&address)
+                    .map(|info| {
+                        let resp3 = info
+                            .redis_settings()
+                            .clone()
+                            .set_protocol(ProtocolVersion::RESP3);
+                        info.set_redis_settings(resp3)
+                    })
+                    .and_then(|info| connect(info, until));
+                opened.map_err(|err| describe_error(err, &display))?
+            }
+            Kind::Server(_) | Kind::Sentinel(_) => self.open("", until, false)?.connection,
         };
-        let node = self.open(&address, until, false)?;
-        let clear = node
-            .connection
+        let clear = connection
             .set_read_timeout(None)
-            .and_then(|()| node.connection.set_write_timeout(None));
+            .and_then(|()| connection.set_write_timeout(None));
         clear.map_err(|err| describe_error(err, &self.display))?;
-        Ok(node.connection)
+        Ok(connection)
     }
 
     /// The address of every server that holds keys: "" for a plain server or a Sentinel's

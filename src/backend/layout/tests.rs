@@ -16,6 +16,24 @@ fn request(label: &str) -> LockRequest {
 }
 
 #[test]
+fn sharded_channels_carry_the_locks_hash_tag() {
+    let channels = Channels::of(&"redlock:job".into(), true);
+    assert_eq!(
+        channels.release.to_string(),
+        "redlock-run:released:{redlock:job}"
+    );
+    assert_eq!(
+        channels.wake("t").to_string(),
+        "redlock-run:wake:{redlock:job}:t"
+    );
+    let tagged = Channels::of(&"job{billing}".into(), true);
+    assert_eq!(
+        tagged.wake("t").to_string(),
+        "redlock-run:wake:job{billing}:t"
+    );
+}
+
+#[test]
 fn metadata_is_json_after_the_fence() {
     let request = request("echo \"hi\"\n");
     assert_eq!(request.token.len(), 36);
@@ -177,6 +195,28 @@ proptest! {
             }
         }
         prop_assert_eq!(slot_key(&key, 1), key.clone());
+    }
+
+    /// In a cluster a lock's notice channels live in its slot (a script may publish only
+    /// there, and they move with it); elsewhere they are the plain names of earlier
+    /// versions. Both start with the prefixes the ACL line of README allows.
+    #[test]
+    fn notice_channels_share_the_locks_slot(key in name(), token in "[0-9a-f-]{36}") {
+        let sharded = Channels::of(&key, true);
+        for channel in [&sharded.release, &sharded.wake(&token)] {
+            if colocates(&key) {
+                prop_assert_eq!(key_slot(channel.as_bytes()), key_slot(key.as_bytes()));
+            }
+        }
+        prop_assert!(sharded.wake(&token).as_bytes().starts_with(b"redlock-run:wake:"));
+        prop_assert!(sharded.release.as_bytes().starts_with(b"redlock-run:released:"));
+        let plain = Channels::of(&key, false);
+        prop_assert_eq!(
+            &plain.release,
+            &Key::from("redlock-run:released:").followed_by(key.as_bytes())
+        );
+        prop_assert_eq!(plain.wake(&token), Key::from(format!("redlock-run:wake:{token}").as_str()));
+        prop_assert_eq!((sharded.sharded_arg(), plain.sharded_arg()), (&b"1"[..], &b"0"[..]));
     }
 
     /// A lock's own name is not taken for another lock's bookkeeping unless it ends like

@@ -16,6 +16,7 @@
 --          be woken
 -- ARGV[9]  when this waiter joined, in ms since the epoch, the same on every Redlock node;
 --          '0': now, by the server's clock
+-- ARGV[10] '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -113,7 +114,7 @@ if ARGV[5] == '1' then
       if soonest < 0 or left < soonest then soonest = left end
       ahead, at = ahead + 1, at + 1
     else
-      local woke = wake_next(queue, woken, prefix, token .. '#ahead', ttl, now, at)
+      local woke = wake_next(queue, woken, prefix, ARGV[10], token .. '#ahead', ttl, now, at)
       -- Woken now (or, with it dead and dropped, someone behind it, met again next time
       -- round at `at`); nobody woken while it is still there (the user may not publish):
       -- it stays ahead, and we look again after `ttl`.

@@ -5,6 +5,7 @@
 -- ARGV[1]  the value read a moment ago
 -- ARGV[2]  the channel every waiter also listens on
 -- ARGV[3]  the prefix of a waiter's own channel (its token follows)
+-- ARGV[4]  '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 -- Returns 1 when deleted, 2 when deleted but the announcement was refused (the user may
 -- not publish on the channel), 0 when the key changed or vanished.
 if read(KEYS[1]) == ARGV[1] then
@@ -13,10 +14,10 @@ if read(KEYS[1]) == ARGV[1] then
   local notice = string.match(ARGV[1], '^{"token":"[^"]*"') or ARGV[1]
   -- A woken waiter has the holder's lease length to try, as with its own release.
   local grace = tonumber(string.match(ARGV[1], '"ttl_ms":(%d+)') or '30000')
-  if wake_next(KEYS[2], KEYS[3], ARGV[3], notice, grace, now_ms()) then
+  if wake_next(KEYS[2], KEYS[3], ARGV[3], ARGV[4], notice, grace, now_ms()) then
     return 1
   end
-  local published = redis.pcall('PUBLISH', ARGV[2], notice)
+  local published = publish(ARGV[4], ARGV[2], notice)
   if type(published) == 'table' and published.err then
     return 2
   end

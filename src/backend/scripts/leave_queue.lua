@@ -4,8 +4,10 @@
 -- ARGV[1]  this waiter's token
 -- ARGV[2]  the prefix of a waiter's own channel
 -- ARGV[3]  how long a woken waiter has to try, in milliseconds
+-- ARGV[4]  '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 call('ZREM', KEYS[1], ARGV[1])
 if call('HDEL', KEYS[2], ARGV[1]) == 1 then
-  wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[1] .. '#left', tonumber(ARGV[3]), now_ms())
+  wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left', tonumber(ARGV[3]),
+    now_ms())
 end
 return 1

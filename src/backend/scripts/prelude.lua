@@ -54,6 +54,21 @@ local function now_ms()
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- Publishes `message` on `channel` and returns how many clients heard it, or the error
+-- reply. With `sharded` ('1': in a Redis Cluster, where the channel carries the lock's hash
+-- tag) by SPUBLISH, which only the master of the lock's slot carries and whose subscribers
+-- follow the slot when it moves; by PUBLISH where the server has no SPUBLISH (before Redis
+-- 7) or the user may not run it, as the waiters then subscribe the same way.
+local function publish(sharded, channel, message)
+  if sharded == '1' then
+    local heard = redis.pcall('SPUBLISH', channel, message)
+    if not (type(heard) == 'table' and heard.err) then
+      return heard
+    end
+  end
+  return redis.pcall('PUBLISH', channel, message)
+end
+
 -- The waiters' queue: `queue` (sorted set: token -> arrival, server ms) holds every waiter
 -- that listens for its own wake-up on `prefix .. token`; `woken` (hash: token -> when it was
 -- woken, server ms) those that were woken and have not tried since. A waiter is alive while
@@ -62,8 +77,8 @@ end
 -- that was woken and did not try within `grace` ms (its host vanished with its connection
 -- still open) is dropped too. Returns the first live waiter from position `from` (0-based)
 -- that is not already woken, woken now with `message`; nil when there is none (or the
--- user may not publish: then nobody can be woken this way).
-local function wake_next(queue, woken, prefix, message, grace, now, from)
+-- user may not publish: then nobody can be woken this way). `sharded` as for `publish`.
+local function wake_next(queue, woken, prefix, sharded, message, grace, now, from)
   local at = from or 0
   -- Bounded, so that a queue of dead waiters cannot make one script run long; the rest
   -- are dropped by the next wake-up.
@@ -79,7 +94,7 @@ local function wake_next(queue, woken, prefix, message, grace, now, from)
     elseif since then
       at = at + 1
     else
-      local heard = redis.pcall('PUBLISH', prefix .. first, message)
+      local heard = publish(sharded, prefix .. first, message)
       if type(heard) == 'table' and heard.err then
         return nil
       end

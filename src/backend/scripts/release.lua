@@ -11,6 +11,7 @@
 --          number; '' to release without waking anyone
 -- ARGV[6]  the prefix of a waiter's own channel (its token follows)
 -- ARGV[7]  how long a woken waiter has to try before it counts as gone, in milliseconds
+-- ARGV[8]  '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 -- Returns 1 when released, 2 when kept until the --min-hold mark, 0 when the key was
 -- already gone or belongs to someone else (then nothing is touched: it is not ours), 3 when
 -- released but the announcement was refused (the user may not publish on the channel):
@@ -41,12 +42,12 @@ end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
-if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[5], tonumber(ARGV[7]), now_ms()) then
+if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms()) then
   return 1
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
 -- waiter of an older redlock-run, hears it there.
-local published = redis.pcall('PUBLISH', ARGV[2], ARGV[5])
+local published = publish(ARGV[8], ARGV[2], ARGV[5])
 if type(published) == 'table' and published.err then
   return 3
 end

@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{free_port, require, signal, wait_until, TempDir, Wrapper};
+use super::{default_server_program, free_port, require, signal, wait_until, TempDir, Wrapper};
 
 /// The master's name in the sentinels' configuration.
 pub const SERVICE: &str = "mymaster";
@@ -27,6 +27,20 @@ fn program(name: &str, package: &str) -> PathBuf {
         "the Sentinel and Cluster tests need it",
         &format!("`apt-get install -y {package}` on Debian/Ubuntu, `brew install redis` on macOS"),
     )
+}
+
+/// The major version of the server binary the tests start (`redis-server --version` says
+/// `v=7.0.15`; Valkey's says `v=9.1.2`).
+fn server_major_version() -> u32 {
+    let out = Command::new(default_server_program())
+        .arg("--version")
+        .output()
+        .expect("running the server for its version");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))
+        .and_then(|version| version.split('.').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no version in {text:?}"))
 }
 
 /// One `redis-server` process (a data node or a sentinel) on a loopback port.
@@ -60,7 +74,8 @@ impl Process {
                 .replace("{dir}", &dir.path().display().to_string());
             let conf = dir.join("redis.conf");
             fs::write(&conf, text).unwrap();
-            let child = Command::new(program("redis-server", "redis-server"))
+            // `$REDLOCK_TEST_REDIS_SERVER` when set, as for the single-server tests.
+            let child = Command::new(default_server_program())
                 .arg(&conf)
                 .args(args)
                 .stdin(Stdio::null())
@@ -316,10 +331,16 @@ impl Cluster {
     /// every node reports the cluster ok.
     pub fn start() -> Cluster {
         // The bus port is chosen like the data port (the default, port + 10000, may be
-        // taken); a node timeout of 5s keeps a loaded machine from failing a live node.
+        // taken), where the server lets it be (Redis 7 and later); a node timeout of 5s keeps
+        // a loaded machine from failing a live node.
+        let bus_port = if server_major_version() >= 7 {
+            "cluster-port {port2}\n"
+        } else {
+            ""
+        };
         let config = format!(
             "{DATA_NODE}cluster-enabled yes\ncluster-config-file {{dir}}/nodes.conf\n\
-             cluster-port {{port2}}\ncluster-node-timeout 5000\n"
+             {bus_port}cluster-node-timeout 5000\n"
         );
         let nodes: Vec<Process> = (0..3)
             .map(|_| Process::start("cluster", &config, &[]))
