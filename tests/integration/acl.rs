@@ -11,7 +11,7 @@ const PASSWORD: &str = "acl-pw-6f1a";
 
 /// README's minimal ACL rules for the default prefix (`redlock:`), less the rules named in
 /// `without`.
-fn minimal_rules(without: &[&str]) -> Vec<String> {
+pub(crate) fn minimal_rules(without: &[&str]) -> Vec<String> {
     let rules = [
         "resetkeys",
         "~redlock:*",

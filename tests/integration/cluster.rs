@@ -343,3 +343,79 @@ fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
         "everyone left the queue"
     );
 }
+
+/// README's ACL user in a cluster: the minimal rules plus what a cluster needs (the slot
+/// map, the masters' roles, redirections during a migration), with and without the rules
+/// for sharded notices. Either way a waiter is woken by the release, not by its own retry
+/// 30s later nor by polling: with `+spublish +ssubscribe` on a sharded channel, without
+/// them on a plain one.
+#[test]
+fn the_acl_user_is_woken_with_and_without_sharded_pubsub() {
+    let _timing = timing_sensitive();
+    let cluster = Cluster::start();
+    let sharded_server = has_sharded_pubsub(&cluster.nodes[0]);
+    let password = "cluster-acl-pw-2c7e";
+    let mut rules = crate::acl::minimal_rules(&[]);
+    rules.extend(README_CLUSTER_RULES.split_whitespace().map(str::to_string));
+    for sharded in [true, false] {
+        if sharded && !sharded_server {
+            continue;
+        }
+        let mut user = rules.clone();
+        if sharded {
+            user.extend(README_SHARDED_RULES.split_whitespace().map(str::to_string));
+        }
+        for node in &cluster.nodes {
+            let mut setuser = vec!["ACL", "SETUSER", "locker", "reset", "on"];
+            let secret = format!(">{password}");
+            setuser.push(&secret);
+            setuser.extend(user.iter().map(String::as_str));
+            node.query::<()>(&setuser);
+        }
+        let url = format!(
+            "redis+cluster://locker:{password}@{}",
+            cluster.nodes[0].address()
+        );
+        let dir = TempDir::new("cluster-acl");
+        let name = if sharded { "acl-sharded" } else { "acl-plain" };
+        let args = ["-k", name, "--ttl", "30s"];
+        let holder = hold(Wrapper::new(&url).args(args), &dir, "holder");
+        let waiter = Wrapper::new(&url)
+            .args(args)
+            .args(["--wait", "60s", "--", "true"])
+            .spawn();
+        let owner = &cluster.nodes[cluster.owner_of(&format!("redlock:{name}"))];
+        let channel = format!("redlock-run:released:{{redlock:{name}}}");
+        wait_until(SETTLE, "the waiter to subscribe", || {
+            let shard: i64 = owner
+                .try_query::<(String, i64)>(&["PUBSUB", "SHARDNUMSUB", &channel])
+                .map_or(0, |(_, count)| count);
+            let plain = owner
+                .query::<(String, i64)>(&["PUBSUB", "NUMSUB", &channel])
+                .1;
+            // Subscribed the way the rules allow, and only that way.
+            if sharded {
+                plain == 0 && shard == 1
+            } else {
+                shard == 0 && plain == 1
+            }
+        });
+        let released = std::time::Instant::now();
+        holder.let_go();
+        holder.wait().assert_code(0).assert_stderr_lacks("NOPERM");
+        let out = waiter.wait();
+        out.assert_code(0)
+            .assert_stderr_lacks("NOPERM")
+            .assert_stderr_lacks("looking every");
+        assert!(
+            released.elapsed() < Duration::from_secs(10),
+            "the waiter was not woken by the release ({name}): {:?}",
+            released.elapsed()
+        );
+    }
+}
+
+/// What README's ACL section adds to the minimal rules for a cluster, and for sharded
+/// notices in one.
+const README_CLUSTER_RULES: &str = "+cluster|slots +role +asking";
+const README_SHARDED_RULES: &str = "+spublish +ssubscribe";
