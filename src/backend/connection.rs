@@ -270,11 +270,12 @@ impl Link {
     }
 
     /// A connection of its own, not shared with commands and with no read or write timeout,
-    /// to the server that holds `key`: for a subscription, which borrows it for as long as
-    /// it lives.
-    pub fn open_subscriber(&mut self, key: &Key) -> Result<Connection> {
+    /// to the server that holds `key` (in a cluster: or to the node at `at`, where a
+    /// redirection said the key is now): for a subscription, which borrows it for as long
+    /// as it lives.
+    pub fn open_subscriber(&mut self, key: &Key, at: Option<&str>) -> Result<Connection> {
         let until = Instant::now() + self.timeout;
-        self.endpoint.open_for(key.as_bytes(), until)
+        self.endpoint.open_for(key.as_bytes(), at, until)
     }
 
     pub fn timeout(&self) -> Duration {

@@ -9,9 +9,10 @@
 //!   When the slot moves to another master (a reshard, a failover), the old one ends the
 //!   subscription with a `sunsubscribe` push: that is passed on as `Notice::Broken`, so the
 //!   waiter subscribes again (on the new master, found through `MOVED`) and tries at once.
-//!   A server without sharded pub/sub (before Redis 7), or a user whose ACL refuses it, is
-//!   subscribed with a plain `SUBSCRIBE` instead, on the same connection; the scripts fall
-//!   back to `PUBLISH` in the same cases (`publish` in `scripts/prelude.lua`).
+//!   It subscribes the plain way as well, on the same connection, for holders that publish
+//!   the plain way; only the plain way on a server without sharded pub/sub (before Redis
+//!   7) or for a user whose ACL refuses it. The scripts publish sharded, then plain when
+//!   no sharded subscriber heard (`publish` in `scripts/prelude.lua`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -21,7 +22,7 @@ use anyhow::{anyhow, Context, Result};
 use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, ServerErrorKind, Value};
 
 use super::connection::Link;
-use super::error::describe_error;
+use super::error::{describe_error, is_permission_error, BackendError};
 use super::layout::Key;
 use super::{Notice, NoticeSink, Subscription};
 
@@ -29,7 +30,7 @@ use super::{Notice, NoticeSink, Subscription};
 /// checks a flag: no Redis command is sent.
 const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 /// How many times a sharded subscription follows `MOVED` (a slot map out of date) before
-/// giving up for this attempt; the waiter tries again later.
+/// giving up for this attempt (a transient failure: the waiter tries again later).
 const MAX_REDIRECTS: u32 = 5;
 
 /// Subscribes to `channels` on the server that holds `key` (plain pub/sub). Returns once the
@@ -40,7 +41,7 @@ pub fn subscribe(
     channels: [Key; 2],
     sink: NoticeSink,
 ) -> Result<Subscription> {
-    let mut connection = link.open_subscriber(key)?;
+    let mut connection = link.open_subscriber(key, None)?;
     let display = link.display().to_string();
     let timeout = link.timeout();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -91,26 +92,49 @@ pub fn subscribe_sharded(
     sink: NoticeSink,
 ) -> Result<Subscription> {
     let display = link.display().to_string();
+    // Where a `MOVED` said the slot is now: asked directly, as the node that gave the slot
+    // map may not know yet.
+    let mut redirected: Option<String> = None;
     let mut redirects = 0;
+    let timeout = link.timeout();
+    // Whatever fails, the slot map may be why (a master that died or gave the slot away):
+    // the next attempt reads it again.
     let (connection, early) = loop {
-        let mut connection = link.open_subscriber(key)?;
+        let mut connection = match link.open_subscriber(key, redirected.as_deref()) {
+            Ok(connection) => connection,
+            Err(err) => {
+                link.moved();
+                return Err(err);
+            }
+        };
         let subscribed = connection
-            .set_read_timeout(Some(link.timeout()))
+            .set_read_timeout(Some(timeout))
             .and_then(|()| shard_subscribe(&mut connection, &channels))
             .and_then(|early| {
                 connection.set_read_timeout(Some(SUBSCRIBER_CHECK))?;
                 Ok(early)
             });
-        match subscribed {
+        let err = match subscribed {
             Ok(early) => break (connection, early),
-            // The slot map is out of date (the slot moved): read it again, and go to the
-            // master it names now.
-            Err(err) if is_moved(&err) && redirects < MAX_REDIRECTS => {
-                redirects += 1;
-                link.moved();
-            }
-            Err(err) => return Err(describe_error(err, &display)),
+            Err(err) => err,
+        };
+        link.moved();
+        if !is_moved(&err) {
+            return Err(describe_error(err, &display));
         }
+        if redirects == MAX_REDIRECTS {
+            return Err(anyhow::Error::new(BackendError {
+                message: format!(
+                    "{display} redirected the subscription more than {MAX_REDIRECTS} times \
+                     (slots are moving)"
+                ),
+                transient: true,
+                permission: false,
+                try_later: false,
+            }));
+        }
+        redirects += 1;
+        redirected = err.redirect_node().map(|(address, _)| address.to_string());
     };
     let subscription = Subscription::new();
     let stopped = subscription.stopped_flag();
@@ -121,16 +145,39 @@ pub fn subscribe_sharded(
     Ok(subscription)
 }
 
-/// `SSUBSCRIBE` to both channels in one command (they share a slot), or `SUBSCRIBE` when
-/// the server or the user's ACL refuses it (a `MOVED` is returned: the caller follows it).
-/// Returns the messages that came before both confirmations, if any.
+/// `SSUBSCRIBE` to both channels in one command (they share a slot), and `SUBSCRIBE` to
+/// them as well: a holder whose user may not `SPUBLISH` publishes the plain way (see
+/// `publish` in `scripts/prelude.lua`), so a waiter listens both ways where it may. Only
+/// `SUBSCRIBE` when the server has no sharded pub/sub (before Redis 7) or the user's ACL
+/// refuses it. Any other failure is returned: a `MOVED` for the caller to follow, a cluster
+/// that is down for the waiter to retry later (listening the plain way alone then would
+/// leave it deaf to a holder that publishes sharded and is heard by others). Returns the
+/// messages that came before the confirmations, if any.
 fn shard_subscribe(connection: &mut Connection, channels: &[Key; 2]) -> RedisResult<Vec<Value>> {
-    match confirm(connection, "SSUBSCRIBE", channels) {
-        Err(err) if !is_moved(&err) && !err.is_timeout() && !err.is_io_error() => {
-            confirm(connection, "SUBSCRIBE", channels)
+    let mut early = match confirm(connection, "SSUBSCRIBE", channels) {
+        Ok(early) => early,
+        Err(err) if lacks_sharded_pubsub(&err) => {
+            return confirm(connection, "SUBSCRIBE", channels)
         }
-        confirmed => confirmed,
+        Err(err) => return Err(err),
+    };
+    match confirm(connection, "SUBSCRIBE", channels) {
+        Ok(more) => early.extend(more),
+        // This user may subscribe only the sharded way, and so, presumably, publish.
+        Err(err) if is_permission_error(&err) => {}
+        Err(err) => return Err(err),
     }
+    Ok(early)
+}
+
+/// Whether a refused `SSUBSCRIBE` means the server does not have it or this user may not
+/// use it.
+fn lacks_sharded_pubsub(err: &RedisError) -> bool {
+    is_permission_error(err)
+        || err
+            .to_string()
+            .to_ascii_lowercase()
+            .contains("unknown command")
 }
 
 /// Sends `verb` with `channels` and reads until each channel is confirmed; an error reply
@@ -195,46 +242,46 @@ fn notice_of(push: Value, display: &str) -> Option<Notice> {
 fn listen_pushes(
     mut connection: Connection,
     early: Vec<Value>,
-    mut sink: NoticeSink,
+    sink: NoticeSink,
     stopped: &AtomicBool,
     display: &str,
 ) {
     let mut early = early.into_iter();
-    loop {
-        let notice = match early.next().map_or_else(|| connection.recv_response(), Ok) {
-            Ok(push) => match notice_of(push, display) {
-                Some(notice) => notice,
-                None => continue,
-            },
-            // Nobody released; this wake-up only checks whether the waiter still listens.
-            Err(err) if err.is_timeout() => {
-                if stopped.load(Ordering::Relaxed) {
-                    return;
-                }
-                continue;
-            }
-            Err(err) => Notice::Broken(describe_error(err, display)),
+    let next = || {
+        let push = match early.next() {
+            Some(push) => push,
+            None => connection.recv_response()?,
         };
-        let broken = matches!(notice, Notice::Broken(_));
-        if !sink(notice) || broken || stopped.load(Ordering::Relaxed) {
-            return;
-        }
-    }
+        Ok(notice_of(push, display))
+    };
+    pass_on(next, sink, stopped, display);
 }
 
-/// Passes each message on the subscription on as `Notice::Released` until the subscription
-/// is dropped or the connection breaks.
-fn listen(
-    mut pubsub: redis::PubSub<'_>,
+/// Passes each message on the plain subscription on as `Notice::Released` until the
+/// subscription is dropped or the connection breaks.
+fn listen(mut pubsub: redis::PubSub<'_>, sink: NoticeSink, stopped: &AtomicBool, display: &str) {
+    let next = || {
+        let message = pubsub.get_message()?;
+        Ok(Some(Notice::Released {
+            by: message.get_payload().unwrap_or_default(),
+        }))
+    };
+    pass_on(next, sink, stopped, display);
+}
+
+/// Passes on what `next` reads (`None`: nothing to pass on) until the subscription is
+/// dropped (looked at whenever a read times out), nobody listens any more, or the
+/// subscription breaks, which is passed on last.
+fn pass_on(
+    mut next: impl FnMut() -> RedisResult<Option<Notice>>,
     mut sink: NoticeSink,
     stopped: &AtomicBool,
     display: &str,
 ) {
     loop {
-        let notice = match pubsub.get_message() {
-            Ok(message) => Notice::Released {
-                by: message.get_payload().unwrap_or_default(),
-            },
+        let notice = match next() {
+            Ok(Some(notice)) => notice,
+            Ok(None) => continue,
             // Nobody released; this wake-up only checks whether the waiter still listens.
             Err(err) if err.is_timeout() => {
                 if stopped.load(Ordering::Relaxed) {

@@ -14,13 +14,17 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
-use super::error::is_transient;
+use super::error::{is_transient, is_try_later};
 use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest};
 use super::notices;
 use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
 use super::target::RedisTarget;
 use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
 use crate::{lease, report};
+
+/// Pauses between sends of a release that the server answered "not now".
+const RELEASE_RETRY_MIN: Duration = Duration::from_millis(10);
+const RELEASE_RETRY_MAX: Duration = Duration::from_millis(250);
 
 pub struct SingleRedis {
     link: Link,
@@ -180,9 +184,22 @@ impl SingleRedis {
             grace_ms.as_bytes(),
             self.channels.sharded_arg(),
         ];
-        let released: i64 = self.link.call(Some(deadline), |session| {
-            session.eval(&RELEASE, &keys, &args)
-        })?;
+        // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
+        // split between two masters, a master failing over): nothing ran, so it is sent
+        // again, after a pause that doubles, until the deadline.
+        let mut pause = RELEASE_RETRY_MIN;
+        let released: i64 = loop {
+            let sent = self.link.call(Some(deadline), |session| {
+                session.eval(&RELEASE, &keys, &args)
+            });
+            match sent {
+                Err(err) if is_try_later(&err) && Instant::now() + pause < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(RELEASE_RETRY_MAX);
+                }
+                sent => break sent?,
+            }
+        };
         Ok(match released {
             1 => Released::Deleted,
             2 => Released::KeptUntilMinHold,

@@ -345,73 +345,75 @@ fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
 }
 
 /// README's ACL user in a cluster: the minimal rules plus what a cluster needs (the slot
-/// map, the masters' roles, redirections during a migration), with and without the rules
-/// for sharded notices. Either way a waiter is woken by the release, not by its own retry
-/// 30s later nor by polling: with `+spublish +ssubscribe` on a sharded channel, without
-/// them on a plain one.
+/// map, the masters' roles, redirections during a migration), with the rules for sharded
+/// notices (`sharded`) and without them (`plain`), and a holder and a waiter of either
+/// kind. Each time the waiter is woken by the release, not by its own retry 30s later nor
+/// by polling: a sharded waiter listens both ways, a plain one the plain way, and a holder
+/// that publishes sharded publishes the plain way too when no sharded subscriber heard.
 #[test]
 fn the_acl_user_is_woken_with_and_without_sharded_pubsub() {
     let _timing = timing_sensitive();
     let cluster = Cluster::start();
-    let sharded_server = has_sharded_pubsub(&cluster.nodes[0]);
     let password = "cluster-acl-pw-2c7e";
-    let mut rules = crate::acl::minimal_rules(&[]);
-    rules.extend(README_CLUSTER_RULES.split_whitespace().map(str::to_string));
-    for sharded in [true, false] {
-        if sharded && !sharded_server {
-            continue;
-        }
-        let mut user = rules.clone();
-        if sharded {
-            user.extend(README_SHARDED_RULES.split_whitespace().map(str::to_string));
-        }
-        for node in &cluster.nodes {
-            let mut setuser = vec!["ACL", "SETUSER", "locker", "reset", "on"];
+    let mut plain = crate::acl::minimal_rules(&[]);
+    plain.extend(README_CLUSTER_RULES.split_whitespace().map(str::to_string));
+    let mut sharded = plain.clone();
+    sharded.extend(README_SHARDED_RULES.split_whitespace().map(str::to_string));
+    let users: &[(&str, &Vec<String>)] = if has_sharded_pubsub(&cluster.nodes[0]) {
+        &[("sharded", &sharded), ("plain", &plain)]
+    } else {
+        // Redis 6.2 has no sharded pub/sub, nor its ACL rules.
+        &[("plain", &plain)]
+    };
+    for node in &cluster.nodes {
+        for (user, rules) in users {
             let secret = format!(">{password}");
-            setuser.push(&secret);
-            setuser.extend(user.iter().map(String::as_str));
+            let mut setuser = vec!["ACL", "SETUSER", user, "reset", "on", &secret];
+            setuser.extend(rules.iter().map(String::as_str));
             node.query::<()>(&setuser);
         }
-        let url = format!(
-            "redis+cluster://locker:{password}@{}",
+    }
+    let url = |user: &str| {
+        format!(
+            "redis+cluster://{user}:{password}@{}",
             cluster.nodes[0].address()
-        );
-        let dir = TempDir::new("cluster-acl");
-        let name = if sharded { "acl-sharded" } else { "acl-plain" };
-        let args = ["-k", name, "--ttl", "30s"];
-        let holder = hold(Wrapper::new(&url).args(args), &dir, "holder");
-        let waiter = Wrapper::new(&url)
-            .args(args)
-            .args(["--wait", "60s", "--", "true"])
-            .spawn();
-        let owner = &cluster.nodes[cluster.owner_of(&format!("redlock:{name}"))];
-        let channel = format!("redlock-run:released:{{redlock:{name}}}");
-        wait_until(SETTLE, "the waiter to subscribe", || {
-            let shard: i64 = owner
-                .try_query::<(String, i64)>(&["PUBSUB", "SHARDNUMSUB", &channel])
-                .map_or(0, |(_, count)| count);
-            let plain = owner
-                .query::<(String, i64)>(&["PUBSUB", "NUMSUB", &channel])
-                .1;
-            // Subscribed the way the rules allow, and only that way.
-            if sharded {
-                plain == 0 && shard == 1
-            } else {
-                shard == 0 && plain == 1
-            }
-        });
-        let released = std::time::Instant::now();
-        holder.let_go();
-        holder.wait().assert_code(0).assert_stderr_lacks("NOPERM");
-        let out = waiter.wait();
-        out.assert_code(0)
-            .assert_stderr_lacks("NOPERM")
-            .assert_stderr_lacks("looking every");
-        assert!(
-            released.elapsed() < Duration::from_secs(10),
-            "the waiter was not woken by the release ({name}): {:?}",
-            released.elapsed()
-        );
+        )
+    };
+    for (holder_user, _) in users {
+        for (waiter_user, _) in users {
+            let name = format!("acl-{holder_user}-{waiter_user}");
+            let dir = TempDir::new("cluster-acl");
+            let args = ["-k", &name, "--ttl", "30s"];
+            let holder = hold(Wrapper::new(&url(holder_user)).args(args), &dir, "holder");
+            let waiter = Wrapper::new(&url(waiter_user))
+                .args(args)
+                .args(["--wait", "60s", "--", "true"])
+                .spawn();
+            let owner = &cluster.nodes[cluster.owner_of(&format!("redlock:{name}"))];
+            let channel = format!("redlock-run:released:{{redlock:{name}}}");
+            wait_until(SETTLE, "the waiter to subscribe", || {
+                let shard: i64 = owner
+                    .try_query::<(String, i64)>(&["PUBSUB", "SHARDNUMSUB", &channel])
+                    .map_or(0, |(_, count)| count);
+                let plain = owner
+                    .query::<(String, i64)>(&["PUBSUB", "NUMSUB", &channel])
+                    .1;
+                // Subscribed every way its rules allow.
+                plain == 1 && shard == i64::from(*waiter_user == "sharded")
+            });
+            let released = std::time::Instant::now();
+            holder.let_go();
+            holder.wait().assert_code(0).assert_stderr_lacks("NOPERM");
+            let out = waiter.wait();
+            out.assert_code(0)
+                .assert_stderr_lacks("NOPERM")
+                .assert_stderr_lacks("looking every");
+            assert!(
+                released.elapsed() < Duration::from_secs(10),
+                "the waiter was not woken by the release ({name}): {:?}",
+                released.elapsed()
+            );
+        }
     }
 }
 
@@ -419,3 +421,74 @@ fn the_acl_user_is_woken_with_and_without_sharded_pubsub() {
 /// notices in one.
 const README_CLUSTER_RULES: &str = "+cluster|slots +role +asking";
 const README_SHARDED_RULES: &str = "+spublish +ssubscribe";
+
+/// A holder that ends while its slot is being migrated (the keys already on the importing
+/// master, the slot still the old one's): both masters answer its release script `TRYAGAIN`
+/// (its keys are split between them), so it sends it again until the migration ends,
+/// instead of leaving the lock to expire by its TTL; then the waiters, whose subscriptions
+/// moved with the slot, are woken and run, long before that TTL.
+#[test]
+fn a_release_while_the_slot_migrates_goes_through_when_it_ends() {
+    let _timing = timing_sensitive();
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-midway");
+    let key = "redlock:midway";
+    let queue = "{redlock:midway}:queue";
+    let channel = "redlock-run:released:{redlock:midway}";
+    let args = ["-k", "midway", "--ttl", "30s", "--renew-every", "200ms"];
+    let holder = hold(
+        cluster.cmd().args(args).args(["--redis-timeout", "20s"]),
+        &dir,
+        "holder",
+    );
+    let from = cluster.owner_of(key);
+    let to = (from + 1) % cluster.nodes.len();
+    let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let waiters: Vec<Running> = (0..3)
+        .map(|_| {
+            cluster
+                .cmd()
+                .args(args)
+                .args(["--wait", "90s", "--", "true"])
+                .spawn()
+        })
+        .collect();
+    wait_until(SETTLE, "three waiters queued and listening", || {
+        source.query::<i64>(&["ZCARD", queue]) == 3 && subscribers(source, channel) == 3
+    });
+
+    let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
+    let slot = slot.to_string();
+    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+    target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+    source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+    let keys: Vec<String> = source.query(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+    let port = target.port().to_string();
+    let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+    migrate.extend(keys.iter().map(String::as_str));
+    source.query::<String>(&migrate);
+
+    let released = std::time::Instant::now();
+    holder.let_go();
+    wait_until(SETTLE, "the release to be told to try again", || {
+        target
+            .info_field("errorstats", "errorstat_TRYAGAIN")
+            .is_some()
+    });
+    for node in [target, source, &cluster.nodes[3 - from - to]] {
+        node.query::<()>(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+    }
+    holder
+        .wait()
+        .assert_code(0)
+        .assert_stderr_lacks("cannot release");
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    assert!(
+        released.elapsed() < Duration::from_secs(20),
+        "the waiters were not woken by the release: {:?}",
+        released.elapsed()
+    );
+    assert_eq!(target.query::<i64>(&["ZCARD", queue]), 0);
+}

@@ -139,13 +139,17 @@ impl Endpoint {
     }
 
     /// A new connection of its own (not shared with commands) to the server that holds
-    /// `key`, with no read or write timeout set; for a subscription. In a cluster it speaks
-    /// RESP3, in which everything the server sends unasked (a message, or word that the
-    /// slot moved away and took the subscription with it) comes as a push.
-    pub fn open_for(&mut self, key: &[u8], until: Instant) -> Result<Connection> {
+    /// `key`, with no read or write timeout set; for a subscription. In a cluster it goes to
+    /// `at` when given (where a redirection sent it), and speaks RESP3, in which everything
+    /// the server sends unasked (a message, or word that the slot moved away and took the
+    /// subscription with it) comes as a push.
+    pub fn open_for(&mut self, key: &[u8], at: Option<&str>, until: Instant) -> Result<Connection> {
         let connection = match &mut self.kind {
             Kind::Cluster(cluster) => {
-                let address = cluster.owner(key_slot(key), until, &self.display)?;
+                let address = match at {
+                    Some(address) => address.to_string(),
+                    None => cluster.owner(key_slot(key), until, &self.display)?,
+                };
                 let display = format!("{} (node {address})", self.display);
                 let opened = cluster
                     .info(&address)

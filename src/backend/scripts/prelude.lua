@@ -57,16 +57,24 @@ end
 -- Publishes `message` on `channel` and returns how many clients heard it, or the error
 -- reply. With `sharded` ('1': in a Redis Cluster, where the channel carries the lock's hash
 -- tag) by SPUBLISH, which only the master of the lock's slot carries and whose subscribers
--- follow the slot when it moves; by PUBLISH where the server has no SPUBLISH (before Redis
--- 7) or the user may not run it, as the waiters then subscribe the same way.
+-- follow the slot when it moves. When no sharded subscriber heard it, by PUBLISH as well:
+-- a waiter subscribes the plain way where the server has no SPUBLISH (before Redis 7) or
+-- its user may not use it, and one that subscribed on a Redis 6.2 master before the slot
+-- moved to a Redis 7 one is still there (PUBLISH reaches every node of a cluster).
 local function publish(sharded, channel, message)
-  if sharded == '1' then
-    local heard = redis.pcall('SPUBLISH', channel, message)
-    if not (type(heard) == 'table' and heard.err) then
-      return heard
-    end
+  if sharded ~= '1' then
+    return redis.pcall('PUBLISH', channel, message)
   end
-  return redis.pcall('PUBLISH', channel, message)
+  local heard = redis.pcall('SPUBLISH', channel, message)
+  local refused = type(heard) == 'table' and heard.err
+  if not refused and heard > 0 then
+    return heard
+  end
+  local plain = redis.pcall('PUBLISH', channel, message)
+  if refused or not (type(plain) == 'table' and plain.err) then
+    return plain
+  end
+  return heard
 end
 
 -- The waiters' queue: `queue` (sorted set: token -> arrival, server ms) holds every waiter
