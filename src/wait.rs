@@ -91,15 +91,25 @@ enum Listening {
 
 /// Waits until the lock is ours, the plan's deadline passes or a signal arrives on
 /// `events`. The caller has found the lock busy once, because of `blocker`, or (`None`)
-/// could not reach Redis.
+/// could not reach Redis. `get_ready` is called once, when this waiter is among the first
+/// in the queue (the next release may wake it), for what should be done before the lock is
+/// taken rather than after (`run.rs` forks the guardian then).
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
     key: &Key,
     plan: WaitPlan,
     blocker: Option<Blocker>,
-    events_tx: &Sender<Event>,
-    events: &Receiver<Event>,
+    events: (&Sender<Event>, &Receiver<Event>),
+    get_ready: &mut dyn FnMut(),
 ) -> Result<Waited> {
+    let (events_tx, events) = events;
+    let mut ready = false;
+    let mut next_in_line = |ready: &mut bool| {
+        if !std::mem::replace(ready, true) {
+            report::verbose(format_args!("next in line"));
+            get_ready();
+        }
+    };
     let started = Instant::now();
     let mut announcer = Announcer::new(plan.announce, started, blocker);
     let mut listening = Listening::Not;
@@ -162,7 +172,11 @@ pub fn wait_for_lock(
                     holder,
                     ahead,
                     split,
+                    next_in_line: next,
                 }) => {
+                    if next {
+                        next_in_line(&mut ready);
+                    }
                     failures = 0;
                     last_failure = None;
                     let silent = holder_cannot_announce(holder.as_deref(), ahead);
@@ -238,6 +252,7 @@ pub fn wait_for_lock(
                 releasing_tries = 0;
                 next_try = Instant::now().max(not_before);
             }
+            Ok(Event::Notice(Notice::Next)) => next_in_line(&mut ready),
             Ok(Event::Notice(Notice::Broken(err))) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));
                 listening = Listening::Not;

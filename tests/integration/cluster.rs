@@ -140,41 +140,20 @@ fn a_slot_moved_while_held_is_followed_through_ask_and_moved() {
     let cluster = Cluster::start();
     let dir = TempDir::new("cluster-move");
     let key = "redlock:moving";
-    let fence = "{redlock:moving}:fence";
     let args = ["-k", "moving", "--renew-every", "100ms"];
     let holder = hold(cluster.cmd().args(args), &dir, "moving");
-    let from = cluster.owner_of(key);
-    let to = (from + 1) % cluster.nodes.len();
-    let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
-    let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
-    let slot = slot.to_string();
-    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+    let asked_before = cluster.nodes[(cluster.owner_of(key) + 1) % 3].calls("asking");
 
     // Mid-migration: the keys are already on the target, the slot still the source's. The
     // source answers ASK; the holder must send ASKING to the target with its renewal.
-    target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
-    source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
-    let port = target.port().to_string();
-    source.query::<String>(&[
-        "MIGRATE",
-        "127.0.0.1",
-        &port,
-        "",
-        "0",
-        "5000",
-        "KEYS",
-        key,
-        fence,
-    ]);
-    let asked = target.calls("asking");
+    let moving = cluster.start_moving(key);
+    let target = &cluster.nodes[moving.to];
     wait_until(SETTLE, "a renewal through ASK", || {
-        target.calls("asking") > asked && target.calls("evalsha") > 0
+        target.calls("asking") > asked_before && target.calls("evalsha") > 0
     });
 
     // Done: every node learns that the target owns the slot; the source now answers MOVED.
-    for node in [target, source, &cluster.nodes[3 - from - to]] {
-        node.query::<()>(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
-    }
+    cluster.finish_moving(&moving);
     let renewed = target.calls("evalsha");
     wait_until(SETTLE, "renewals on the new owner", || {
         target.calls("evalsha") > renewed + 2
@@ -264,9 +243,7 @@ fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
     let channel = "redlock-run:released:{redlock:reshard}";
     let args = ["-k", "reshard", "--ttl", "30s", "--renew-every", "200ms"];
     let holder = hold(cluster.cmd().args(args), &dir, "holder");
-    let from = cluster.owner_of(key);
-    let to = (from + 1) % cluster.nodes.len();
-    let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let source = &cluster.nodes[cluster.owner_of(key)];
     let sharded = has_sharded_pubsub(source);
 
     // `--fair` waiters, each queued before the next starts; each notes its start and end
@@ -292,20 +269,9 @@ fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
         .collect();
 
     // Move the slot with every key in it, as `redis-cli --cluster reshard` does.
-    let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
-    let slot = slot.to_string();
-    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
-    target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
-    source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
-    let keys: Vec<String> = source.query(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
-    assert!(keys.iter().any(|k| k == queue), "{keys:?}");
-    let port = target.port().to_string();
-    let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
-    migrate.extend(keys.iter().map(String::as_str));
-    source.query::<String>(&migrate);
-    for node in [target, source, &cluster.nodes[3 - from - to]] {
-        node.query::<()>(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
-    }
+    let moving = cluster.start_moving(key);
+    cluster.finish_moving(&moving);
+    let target = &cluster.nodes[moving.to];
     assert_eq!(target.query::<i64>(&["ZCARD", queue]), 4, "the queue moved");
     if sharded {
         wait_until(SETTLE, "the waiters to subscribe on the new master", || {
@@ -441,9 +407,7 @@ fn a_release_while_the_slot_migrates_goes_through_when_it_ends() {
         &dir,
         "holder",
     );
-    let from = cluster.owner_of(key);
-    let to = (from + 1) % cluster.nodes.len();
-    let (source, target) = (&cluster.nodes[from], &cluster.nodes[to]);
+    let source = &cluster.nodes[cluster.owner_of(key)];
     let waiters: Vec<Running> = (0..3)
         .map(|_| {
             cluster
@@ -457,16 +421,8 @@ fn a_release_while_the_slot_migrates_goes_through_when_it_ends() {
         source.query::<i64>(&["ZCARD", queue]) == 3 && subscribers(source, channel) == 3
     });
 
-    let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
-    let slot = slot.to_string();
-    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
-    target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
-    source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
-    let keys: Vec<String> = source.query(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
-    let port = target.port().to_string();
-    let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
-    migrate.extend(keys.iter().map(String::as_str));
-    source.query::<String>(&migrate);
+    let moving = cluster.start_moving(key);
+    let target = &cluster.nodes[moving.to];
 
     let released = std::time::Instant::now();
     holder.let_go();
@@ -475,9 +431,7 @@ fn a_release_while_the_slot_migrates_goes_through_when_it_ends() {
             .info_field("errorstats", "errorstat_TRYAGAIN")
             .is_some()
     });
-    for node in [target, source, &cluster.nodes[3 - from - to]] {
-        node.query::<()>(&["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
-    }
+    cluster.finish_moving(&moving);
     holder
         .wait()
         .assert_code(0)

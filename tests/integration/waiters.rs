@@ -229,3 +229,58 @@ fn a_waiter_gone_with_its_connection_open_delays_the_queue_by_one_ttl_at_most() 
         frozen.signal(libc::SIGKILL);
     }
 }
+
+/// A waiter forks its guardian (the process that kills its command should redlock-run
+/// die) only once it is next in line: the first in the queue when it joins, or told so by
+/// the release that woke the one before it. The waiters further back keep no second
+/// process, so a thousand queued hosts cost a thousand processes, not two thousand, and the
+/// next one still has its guardian ready before its turn.
+#[test]
+fn only_the_waiter_next_in_line_keeps_a_guardian() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("waiters-guardian");
+    let holder = hold(server.cmd().args(["-k", "g"]), &dir, "holder");
+    let names = ["w1", "w2", "w3"];
+    let waiters: Vec<Running> = names
+        .iter()
+        .enumerate()
+        .map(|(n, name)| {
+            let script = dir.script(name, &Job::new(&dir, name).body());
+            let waiter = server.cmd().args(["-k", "g", "--"]).arg(&script).spawn();
+            wait_until(Duration::from_secs(15), "the waiter to queue", || {
+                server.zcard(&queue_of("g")) == n as i64 + 1
+            });
+            waiter
+        })
+        .collect();
+    let guardians = |waiter: &Running| children_of(waiter.pid()).len();
+    wait_until(
+        Duration::from_secs(15),
+        "the first waiter's guardian",
+        || guardians(&waiters[0]) == 1,
+    );
+    assert_eq!(
+        (guardians(&waiters[1]), guardians(&waiters[2])),
+        (0, 0),
+        "waiters further back fork no guardian"
+    );
+
+    // The release that wakes w1 tells w2 it is next.
+    holder.let_go();
+    holder.wait().assert_code(0);
+    wait_until(Duration::from_secs(15), "w1 to run", || {
+        dir.exists("w1.ready")
+    });
+    wait_until(Duration::from_secs(15), "w2's guardian", || {
+        guardians(&waiters[1]) == 1
+    });
+    assert_eq!(guardians(&waiters[2]), 0, "w3 is not next yet");
+
+    for (name, waiter) in names.iter().zip(waiters) {
+        wait_until(Duration::from_secs(15), "the waiter to run", || {
+            dir.exists(&format!("{name}.ready"))
+        });
+        fs::write(dir.join(&format!("{name}.go")), "").unwrap();
+        waiter.wait().assert_code(0);
+    }
+}

@@ -424,4 +424,55 @@ impl Cluster {
     pub fn node_id(&self, node: usize) -> String {
         self.nodes[node].query(&["CLUSTER", "MYID"])
     }
+
+    /// Starts moving the slot of `key` from its master to the next node, as `redis-cli
+    /// --cluster reshard` does: the slot is marked importing and migrating, and every key in
+    /// it is sent over (`MIGRATE`); it stays the old master's until `finish_moving`.
+    pub fn start_moving(&self, key: &str) -> SlotMove {
+        let from = self.owner_of(key);
+        let to = (from + 1) % self.nodes.len();
+        let (source, target) = (&self.nodes[from], &self.nodes[to]);
+        let slot: i64 = source.query(&["CLUSTER", "KEYSLOT", key]);
+        let slot = slot.to_string();
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        target.query::<()>(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+        source.query::<()>(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+        let keys: Vec<String> = source.query(&["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+        if !keys.is_empty() {
+            let port = target.port().to_string();
+            let mut migrate = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            migrate.extend(keys.iter().map(String::as_str));
+            source.query::<String>(&migrate);
+        }
+        SlotMove {
+            slot,
+            from,
+            to,
+            to_id,
+        }
+    }
+
+    /// Ends a move: every node learns that the slot is the new master's (the new master
+    /// first, then the old one, which then answers `MOVED`).
+    pub fn finish_moving(&self, moving: &SlotMove) {
+        let third = 3 - moving.from - moving.to;
+        for node in [moving.to, moving.from, third] {
+            self.nodes[node].query::<()>(&[
+                "CLUSTER",
+                "SETSLOT",
+                &moving.slot,
+                "NODE",
+                &moving.to_id,
+            ]);
+        }
+    }
+}
+
+/// A slot on its way from one master to another (`Cluster::start_moving`).
+pub struct SlotMove {
+    pub slot: String,
+    /// The old master's index, and the new one's.
+    pub from: usize,
+    pub to: usize,
+    to_id: String,
 }
