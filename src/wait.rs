@@ -51,6 +51,9 @@ const SPLIT_PAUSE_MAX: Duration = Duration::from_millis(50);
 /// reach a majority leaves the lock to expire, and waiting for that is the usual schedule).
 const RELEASING_RETRY: Duration = Duration::from_millis(5);
 const RELEASING_TRIES: u32 = 10;
+/// How long after being told it is next in line a waiter gets ready: past the start of the
+/// command whose release told it, about a millisecond or two.
+const GET_READY_AFTER: Duration = Duration::from_millis(3);
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
@@ -110,6 +113,10 @@ pub fn wait_for_lock(
             get_ready();
         }
     };
+    // When to get ready after being told it is next in line: not at once, as that word
+    // comes with a release that starts another waiter's command on this machine or a
+    // neighbour, which getting ready (a fork) would compete with for the CPUs.
+    let mut ready_at: Option<Instant> = None;
     let started = Instant::now();
     let mut announcer = Announcer::new(plan.announce, started, blocker);
     let mut listening = Listening::Not;
@@ -236,10 +243,14 @@ pub fn wait_for_lock(
             });
         }
         announcer.speak_if_due(key, now);
+        if ready_at.is_some_and(|at| now >= at) {
+            ready_at = None;
+            next_in_line(&mut ready);
+        }
         let mut wake_at = plan
             .deadline
             .map_or(next_try, |deadline| next_try.min(deadline));
-        if let Some(due) = announcer.due_at() {
+        for due in [announcer.due_at(), ready_at].into_iter().flatten() {
             wake_at = wake_at.min(due);
         }
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
@@ -252,7 +263,9 @@ pub fn wait_for_lock(
                 releasing_tries = 0;
                 next_try = Instant::now().max(not_before);
             }
-            Ok(Event::Notice(Notice::Next)) => next_in_line(&mut ready),
+            Ok(Event::Notice(Notice::Next)) if !ready && ready_at.is_none() => {
+                ready_at = Some(Instant::now() + GET_READY_AFTER);
+            }
             Ok(Event::Notice(Notice::Broken(err))) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));
                 listening = Listening::Not;
