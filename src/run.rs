@@ -323,29 +323,15 @@ fn acquire(
         (Wait::Forever, _) => None,
     };
     report::verbose(format_args!("{} is busy; waiting", config.key));
-    // Forked once this waiter is among the first in the queue, so that the fork is off the
-    // path from the holder's release to our command's start, while the waiters further back
-    // (a thousand hosts queued on one key) do without one. If it fails, or the lock comes
-    // without that, it is forked before the command starts (failing then is warned of).
-    let mut guardian = None;
-    let mut get_ready = || {
-        if guardian.is_none() {
-            guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
-        }
-    };
+    // Forked now, so that the fork is off the path from the holder's release to our command's
+    // start. If it fails, it is tried again before the command starts, and warned of.
+    let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
     let plan = WaitPlan {
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
     };
-    let waited = wait::wait_for_lock(
-        &mut *backend,
-        &config.key,
-        plan,
-        blocker,
-        (events_tx, events),
-        &mut get_ready,
-    )
-    .with_context(|| format!("cannot wait for {}", config.key));
+    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
+        .with_context(|| format!("cannot wait for {}", config.key));
     let waited = match waited {
         Ok(waited) => waited,
         Err(err) => {

@@ -51,9 +51,6 @@ const SPLIT_PAUSE_MAX: Duration = Duration::from_millis(50);
 /// reach a majority leaves the lock to expire, and waiting for that is the usual schedule).
 const RELEASING_RETRY: Duration = Duration::from_millis(5);
 const RELEASING_TRIES: u32 = 10;
-/// How long after being told it is next in line a waiter gets ready: past the start of the
-/// command whose release told it, about a millisecond or two.
-const GET_READY_AFTER: Duration = Duration::from_millis(3);
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 
@@ -94,29 +91,15 @@ enum Listening {
 
 /// Waits until the lock is ours, the plan's deadline passes or a signal arrives on
 /// `events`. The caller has found the lock busy once, because of `blocker`, or (`None`)
-/// could not reach Redis. `get_ready` is called once, when this waiter is among the first
-/// in the queue (the next release may wake it), for what should be done before the lock is
-/// taken rather than after (`run.rs` forks the guardian then).
+/// could not reach Redis.
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
     key: &Key,
     plan: WaitPlan,
     blocker: Option<Blocker>,
-    events: (&Sender<Event>, &Receiver<Event>),
-    get_ready: &mut dyn FnMut(),
+    events_tx: &Sender<Event>,
+    events: &Receiver<Event>,
 ) -> Result<Waited> {
-    let (events_tx, events) = events;
-    let mut ready = false;
-    let mut next_in_line = |ready: &mut bool| {
-        if !std::mem::replace(ready, true) {
-            report::verbose(format_args!("next in line"));
-            get_ready();
-        }
-    };
-    // When to get ready after being told it is next in line: not at once, as that word
-    // comes with a release that starts another waiter's command on this machine or a
-    // neighbour, which getting ready (a fork) would compete with for the CPUs.
-    let mut ready_at: Option<Instant> = None;
     let started = Instant::now();
     let mut announcer = Announcer::new(plan.announce, started, blocker);
     let mut listening = Listening::Not;
@@ -179,11 +162,7 @@ pub fn wait_for_lock(
                     holder,
                     ahead,
                     split,
-                    next_in_line: next,
                 }) => {
-                    if next {
-                        next_in_line(&mut ready);
-                    }
                     failures = 0;
                     last_failure = None;
                     let silent = holder_cannot_announce(holder.as_deref(), ahead);
@@ -243,14 +222,10 @@ pub fn wait_for_lock(
             });
         }
         announcer.speak_if_due(key, now);
-        if ready_at.is_some_and(|at| now >= at) {
-            ready_at = None;
-            next_in_line(&mut ready);
-        }
         let mut wake_at = plan
             .deadline
             .map_or(next_try, |deadline| next_try.min(deadline));
-        for due in [announcer.due_at(), ready_at].into_iter().flatten() {
+        if let Some(due) = announcer.due_at() {
             wake_at = wake_at.min(due);
         }
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
@@ -262,9 +237,6 @@ pub fn wait_for_lock(
                     .map(|(identity, _)| identity.to_string());
                 releasing_tries = 0;
                 next_try = Instant::now().max(not_before);
-            }
-            Ok(Event::Notice(Notice::Next)) if !ready && ready_at.is_none() => {
-                ready_at = Some(Instant::now() + GET_READY_AFTER);
             }
             Ok(Event::Notice(Notice::Broken(err))) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));

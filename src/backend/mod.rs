@@ -76,9 +76,6 @@ pub enum Attempt {
         /// will let go. Retry after a short random pause, not on the next release notice,
         /// so that contenders do not collide again in lockstep.
         split: bool,
-        /// This waiter is among the first in the queue: the next release may wake it (on
-        /// any Redlock node). Time to get ready; later ones learn it by `Notice::Next`.
-        next_in_line: bool,
     },
 }
 
@@ -110,8 +107,6 @@ pub enum Notice {
     /// A holder released the lock: try now. `by` names the release (the holder's identity
     /// and a release number), the same on every Redlock node.
     Released { by: String },
-    /// This waiter moved up to where the next release will wake it (see `next_in_line`).
-    Next,
     /// The subscription broke; no notice will come through it any more.
     Broken(anyhow::Error),
 }

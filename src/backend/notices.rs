@@ -32,8 +32,6 @@ const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 /// How many times a sharded subscription follows `MOVED` (a slot map out of date) before
 /// giving up for this attempt (a transient failure: the waiter tries again later).
 const MAX_REDIRECTS: u32 = 5;
-/// The message that tells a waiter it is next in line.
-const NEXT_IN_LINE: &str = "#next";
 
 /// Subscribes to `channels` on the server that holds `key` (plain pub/sub). Returns once the
 /// subscription is active, so a release after this returns is never missed.
@@ -217,28 +215,19 @@ fn is_moved(err: &RedisError) -> bool {
     )
 }
 
-/// What a message's `payload` says: that this waiter is next in line (`#next`, see
-/// `ready_next` in `scripts/prelude.lua`), or a release, named by its payload.
-fn notice_in(payload: String) -> Notice {
-    if payload == NEXT_IN_LINE {
-        Notice::Next
-    } else {
-        Notice::Released { by: payload }
-    }
-}
-
 /// What a push from a sharded subscription means; `None` for nothing to pass on.
 fn notice_of(push: Value, display: &str) -> Option<Notice> {
     let Value::Push { kind, data } = push else {
         return None;
     };
     match kind {
-        PushKind::Message | PushKind::SMessage => Some(notice_in(
-            data.into_iter()
+        PushKind::Message | PushKind::SMessage => Some(Notice::Released {
+            by: data
+                .into_iter()
                 .nth(1)
                 .and_then(|payload| redis::from_redis_value::<String>(payload).ok())
                 .unwrap_or_default(),
-        )),
+        }),
         // Unasked: the server ended the subscription, as a master does when the slot moves
         // away from it.
         PushKind::SUnsubscribe | PushKind::Unsubscribe => Some(Notice::Broken(anyhow!(
@@ -273,7 +262,9 @@ fn listen_pushes(
 fn listen(mut pubsub: redis::PubSub<'_>, sink: NoticeSink, stopped: &AtomicBool, display: &str) {
     let next = || {
         let message = pubsub.get_message()?;
-        Ok(Some(notice_in(message.get_payload().unwrap_or_default())))
+        Ok(Some(Notice::Released {
+            by: message.get_payload().unwrap_or_default(),
+        }))
     };
     pass_on(next, sink, stopped, display);
 }
@@ -333,8 +324,6 @@ mod tests {
             "{moved:?}"
         );
         assert!(notice_of(push(PushKind::SSubscribe, &["ch"]), "r").is_none());
-        let next = notice_of(push(PushKind::Message, &["ch", "#next"]), "r");
-        assert!(matches!(next, Some(Notice::Next)), "{next:?}");
         assert!(notice_of(Value::Int(3), "r").is_none());
         // A message without a payload still wakes the waiter: it tries, and sees.
         let bare = notice_of(push(PushKind::SMessage, &[]), "r");

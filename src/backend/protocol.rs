@@ -22,10 +22,6 @@ use super::target::RedisTarget;
 use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
 use crate::{lease, report};
 
-/// What the acquire script returns (see `scripts/acquire.lua`): the outcome, then a slot or
-/// the time left, the fence or a holder's value, the waiters ahead, whether next in line.
-type AcquireReply = (i64, i64, redis::Value, u32, i64);
-
 /// Pauses between sends of a release that the server answered "not now".
 const RELEASE_RETRY_MIN: Duration = Duration::from_millis(10);
 const RELEASE_RETRY_MAX: Duration = Duration::from_millis(250);
@@ -94,16 +90,18 @@ impl SingleRedis {
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
         loop {
-            let reply: Result<(AcquireReply, Instant)> = self.link.call(deadline, |session| {
-                let reply: AcquireReply = session.eval(&ACQUIRE, &keys, &args)?;
-                let sent_at = session.sent_at.unwrap_or_else(Instant::now);
-                if reply.0 == 1 {
-                    confirm_replicated(session, replica_wait, key);
-                }
-                Ok((reply, sent_at))
-            });
+            let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
+                self.link.call(deadline, |session| {
+                    let reply: (i64, i64, redis::Value, u32) =
+                        session.eval(&ACQUIRE, &keys, &args)?;
+                    let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                    if reply.0 == 1 {
+                        confirm_replicated(session, replica_wait, key);
+                    }
+                    Ok((reply, sent_at))
+                });
             match reply {
-                Ok(((1, slot, fence, _, _), sent_at)) => {
+                Ok(((1, slot, fence, _), sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot as u32));
                     let fence: u64 = redis::from_redis_value(fence).map_err(|_| {
                         anyhow!(
@@ -114,7 +112,7 @@ impl SingleRedis {
                     })?;
                     return Ok(Attempt::Acquired { sent_at, fence });
                 }
-                Ok(((0, pttl, holder, ahead, next), _)) => {
+                Ok(((0, pttl, holder, ahead), _)) => {
                     let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
                     let holder: Option<Vec<u8>> = redis::from_redis_value(holder)
                         .ok()
@@ -124,10 +122,9 @@ impl SingleRedis {
                         holder,
                         ahead,
                         split: false,
-                        next_in_line: next == 1,
                     });
                 }
-                Ok(((_, other, _, _, _), _)) => {
+                Ok(((_, other, _, _), _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
                         n => format!("--limit {n}"),

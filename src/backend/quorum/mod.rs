@@ -243,7 +243,6 @@ impl LockBackend for Quorum {
                 holder: refusals.holder(),
                 ahead: 0,
                 split,
-                next_in_line: refusals.next_in_line,
             });
         }
         self.let_go(&tally, true);
@@ -365,7 +364,7 @@ impl LockBackend for Quorum {
         let own = format!("{}#", self.identity);
         let once = move |notice: Notice| match &notice {
             Notice::Released { by } if by.starts_with(&own) || !copies.pass(by) => true,
-            Notice::Released { .. } | Notice::Next | Notice::Broken(_) => sink(notice),
+            Notice::Released { .. } | Notice::Broken(_) => sink(notice),
         };
         let shared = Arc::new(Mutex::new(once));
         let parts = SubscriptionParts::new();

@@ -163,14 +163,10 @@ impl AcquireAnswers {
                 self.counted.push((node, fence));
             }
             Answer::Acquire(Ok(Attempt::Busy {
-                holder,
-                holder_ttl,
-                next_in_line,
-                ..
+                holder, holder_ttl, ..
             })) => {
                 self.tally.no.push(node);
                 self.refusals.seen.push((holder, holder_ttl));
-                self.refusals.next_in_line |= next_in_line;
             }
             Answer::Acquire(Err(err)) => self.tally.fail(node, &err),
             _ => {}
@@ -184,8 +180,6 @@ impl AcquireAnswers {
 pub(super) struct Refusals {
     /// Per refusing node: the holder's value (if a string) and its time left.
     pub(super) seen: Vec<(Option<Vec<u8>>, Option<Duration>)>,
-    /// Whether some node has this waiter among the first in its queue.
-    pub(super) next_in_line: bool,
 }
 
 impl Refusals {
@@ -371,7 +365,6 @@ mod tests {
         let ms = Duration::from_millis;
         let refusals = Refusals {
             seen: vec![(value("a"), Some(ms(300))), (value("a"), Some(ms(100)))],
-            ..Refusals::default()
         };
         assert!(!refusals.split(2));
         // 3 nodes, 2 refusing: once either expires, two nodes are free.
@@ -383,7 +376,6 @@ mod tests {
                 (value("a"), Some(ms(100))),
                 (value("a"), None),
             ],
-            ..Refusals::default()
         };
         assert!(!five.split(3));
         assert_eq!(five.free_in(5, 3), Some(ms(100)));
@@ -396,14 +388,12 @@ mod tests {
                 (value("a"), Some(Duration::from_secs(1))),
                 (value("b"), None),
             ],
-            ..Refusals::default()
         };
         assert!(refusals.split(2));
         // The first to expire frees a majority; the key that never expires is not needed.
         assert_eq!(refusals.free_in(3, 2), Some(Duration::from_secs(1)));
         let stuck = Refusals {
             seen: vec![(value("a"), None), (value("b"), None)],
-            ..Refusals::default()
         };
         assert_eq!(stuck.free_in(3, 2), None);
     }

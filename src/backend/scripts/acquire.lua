@@ -17,16 +17,15 @@
 -- ARGV[9]  when this waiter joined, in ms since the epoch, the same on every Redlock node;
 --          '0': now, by the server's clock
 -- ARGV[10] '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
--- Returns {1, slot, fence, 0, 0} when this holder now has slot `slot` (fence: the counter's
+-- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
---         {0, pttl, holder, ahead, next} when it must wait (pttl: the soonest a slot can
---           free up, or a woken waiter ahead of it must have tried, -1 if neither will
---           happen by itself; holder: one holder's value, '' if none; ahead: with --fair,
---           the live waiters queued before this one; next: 1 when it is among the first n
---           in the queue, so that the next release may wake it (see `ready_next`), else 0);
---         {-1, other, '', 0, 0} when the key is used with another limit (other: that limit,
---           or 0 for a value redlock-run did not write).
+--         {0, pttl, holder, ahead} when it must wait (pttl: the soonest a slot can free up,
+--           or a woken waiter ahead of it must have tried, -1 if neither will happen by
+--           itself; holder: one holder's value, '' if none; ahead: with --fair, the live
+--           waiters queued before this one);
+--         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
+--           0 for a value redlock-run did not write).
 local n = tonumber(ARGV[4])
 local identity = ARGV[1]
 local ttl = tonumber(ARGV[3])
@@ -35,7 +34,7 @@ local ttl = tonumber(ARGV[3])
 -- when the slots it would look at are free.
 local declared = read(KEYS[n + 1])
 if type(declared) == 'string' and tonumber(declared) ~= n then
-  return {-1, tonumber(declared) or 0, '', 0, 0}
+  return {-1, tonumber(declared) or 0, '', 0}
 end
 local free = {}
 local soonest = -1
@@ -59,11 +58,11 @@ for i = 1, n do
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
       call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
-      return {1, i, fence or '0', 0, 0}
+      return {1, i, fence or '0', 0}
     end
     local other = string.match(current, '"limit":(%d+)}$')
     if other and tonumber(other) ~= n then
-      return {-1, tonumber(other), '', 0, 0}
+      return {-1, tonumber(other), '', 0}
     end
     if holder == '' then holder = current end
     held_for(KEYS[i])
@@ -78,7 +77,6 @@ local listens = ARGV[8] == '1'
 call('HDEL', woken, token)
 
 local function wait_in_queue(pttl, ahead)
-  local next = 0
   if listens then
     local arrival = tonumber(ARGV[9])
     call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
@@ -87,11 +85,8 @@ local function wait_in_queue(pttl, ahead)
     if call('PTTL', queue) < 3 * ttl then
       call('PEXPIRE', queue, 3 * ttl)
     end
-    if call('ZRANK', queue, token) < n then
-      next = 1
-    end
   end
-  return {0, pttl, holder, ahead, next}
+  return {0, pttl, holder, ahead}
 end
 
 if ARGV[5] == '1' then
@@ -173,4 +168,4 @@ call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
 if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
 end
-return {1, slot, fence, 0, 0}
+return {1, slot, fence, 0}

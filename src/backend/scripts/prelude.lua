@@ -118,18 +118,3 @@ local function wake_next(queue, woken, prefix, sharded, message, grace, now, fro
   end
   return nil
 end
-
--- After a release woke `woken_now`: tells the waiter that the next release of a slot will
--- wake, `limit` places behind it, to get ready (`'#next'`: a waiter forks its guardian
--- then, not while it waits far back in the queue). Only a hint: a waiter never acts on the
--- lock because of it, and a dead one is found by the wake-up itself.
-local function ready_next(queue, woken, prefix, sharded, woken_now, limit)
-  local rank = call('ZRANK', queue, woken_now)
-  if not rank then
-    return
-  end
-  local next = call('ZRANGE', queue, rank + limit, rank + limit)[1]
-  if next and not call('HGET', woken, next) then
-    publish(sharded, prefix .. next, '#next')
-  end
-end

@@ -42,9 +42,7 @@ end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
-local woke = wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms())
-if woke then
-  ready_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], woke, tonumber(ARGV[4]))
+if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms()) then
   return 1
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
