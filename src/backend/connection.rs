@@ -176,7 +176,7 @@ impl Session<'_> {
             self.replicas = node_replicas;
             let err = match result {
                 Ok(reply) => return Ok(Ok(reply)),
-                Err(err) => err,
+                Err(err) => unpiped(err),
             };
             let redirected = match err.kind() {
                 ErrorKind::Server(ServerErrorKind::Moved) => Some(false),
@@ -307,6 +307,17 @@ impl Link {
     pub fn masters(&mut self) -> Result<Vec<String>> {
         let until = Instant::now() + self.timeout;
         self.endpoint.masters(until)
+    }
+}
+
+/// The error of the one command that failed in a pipeline (`ASKING` then a script, or the
+/// scripts loaded then one run) as that command's own: a redirection in it (`MOVED` after a
+/// slot moved, with its address) is then followed like any other, instead of ending the call
+/// as a pipeline failure that names no node. Anything else is left as it is.
+fn unpiped(err: RedisError) -> RedisError {
+    match err.clone().into_server_errors().as_deref() {
+        Some([(_, only)]) => RedisError::from(only.clone()),
+        _ => err,
     }
 }
 
