@@ -5,6 +5,7 @@
 
 mod json;
 mod many;
+mod many_targets;
 mod targets;
 
 pub use many::ManyReport;
