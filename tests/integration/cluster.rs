@@ -230,9 +230,9 @@ fn has_sharded_pubsub(node: &Process) -> bool {
 /// master. With sharded pub/sub the old master ends the waiters' subscriptions; each
 /// subscribes again on the new one and tries, and the queue goes on there: every waiter
 /// runs, one at a time and in the order they queued (`--fair`), each woken by the release
-/// before it, long before the holder's 30s TTL would have sent anyone to look. (Without sharded pub/sub, Redis 6.2, a plain
-/// `PUBLISH` reaches every node: the subscriptions stay where they were and the waiters are
-/// woken through the lock's channel instead.)
+/// before it, long before the holder's 30s TTL would have sent anyone to look. (Without
+/// sharded pub/sub, Redis 6.2, a plain `PUBLISH` reaches every node: the subscriptions stay
+/// where they were and the waiters are woken through the lock's channel instead.)
 #[test]
 fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
     let _timing = timing_sensitive();
@@ -389,8 +389,9 @@ const README_CLUSTER_RULES: &str = "+cluster|slots +role +asking";
 const README_SHARDED_RULES: &str = "+spublish +ssubscribe";
 
 /// A holder that ends while its slot is being migrated (the keys already on the importing
-/// master, the slot still the old one's): both masters answer its release script `TRYAGAIN`
-/// (its keys are split between them), so it sends it again until the migration ends,
+/// master, the slot still the old one's): the old master sends its release script on
+/// (`ASK`) and the importing one answers `TRYAGAIN` (some of the script's keys do not
+/// exist there), so the holder sends it again until the migration ends,
 /// instead of leaving the lock to expire by its TTL; then the waiters, whose subscriptions
 /// moved with the slot, are woken and run, long before that TTL.
 #[test]
