@@ -30,7 +30,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l password-file -
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s t -l ttl -d 'Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l renew-every -d 'How often the lease is renewed while the command runs [default: TTL/3]' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l renew-every -d 'How often the lease is renewed while the command runs, at least 10ms [default: TTL/3]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'How long to wait for a busy lock: a duration, or \'forever\' [default: forever]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit status when the lock was not obtained' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would expire on the server first)' -r

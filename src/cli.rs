@@ -153,7 +153,7 @@ pub struct RunArgs {
     )]
     pub ttl: String,
 
-    /// How often the lease is renewed while the command runs [default: TTL/3]
+    /// How often the lease is renewed while the command runs, at least 10ms [default: TTL/3]
     #[arg(long, value_name = "DUR")]
     pub renew_every: Option<String>,
 
@@ -371,7 +371,7 @@ mod tests {
     fn assert_within_limits(config: &Config) {
         let timing = config.timing;
         assert!((lease::MIN_TTL..=lease::MAX_TTL).contains(&timing.ttl));
-        assert!(!timing.renew_every.is_zero());
+        assert!(timing.renew_every >= lease::MIN_RENEWAL_PERIOD);
         assert!(timing.renew_every <= lease::max_renewal_period(timing.ttl));
         assert!(timing.kill_after <= lease::MAX_DURATION);
         let redis_timeout = lease::MIN_REDIS_TIMEOUT..=lease::MAX_REDIS_TIMEOUT;

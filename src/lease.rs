@@ -30,6 +30,10 @@ pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 /// `--redis-timeout`: at least 10 ms, at most an hour (it bounds every Redis command).
 pub const MIN_REDIS_TIMEOUT: Duration = Duration::from_millis(10);
 pub const MAX_REDIS_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Shortest `--renew-every`: 10 ms, a hundred renewals a second at most. Below it a typo
+/// (`1ns`, `1us`) would turn the watchdog into a busy loop against Redis (tens of thousands
+/// of scripts a second) without making the lease any safer: it is as long as its TTL.
+pub const MIN_RENEWAL_PERIOD: Duration = Duration::from_millis(10);
 
 /// Retry pacing for a renewal that failed for a transient reason.
 const RENEWAL_RETRY_MIN: Duration = Duration::from_millis(50);

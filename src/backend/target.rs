@@ -130,14 +130,21 @@ impl Deployment {
         urls.chain(password).collect()
     }
 
-    /// The URLs typed on the command line that hold a secret, each with its masked form (the
-    /// same length, secrets as `*`): every local user can read them in `ps` until they are
-    /// overwritten.
+    /// The URLs typed on the command line that hold a password, each with its redacted
+    /// form: every local user can read them in `ps` until they are overwritten. With a
+    /// password given apart (a file, the environment), a user part without `:` is the
+    /// user's name, not a password: the password is put after it.
     pub fn typed_secrets(&self) -> Vec<(String, String)> {
+        let password_apart = self.password.is_some();
         self.typed
             .iter()
-            .map(|typed| (typed.clone(), mask_url(typed)))
-            .filter(|(typed, masked)| typed != masked)
+            .filter(|typed| match password_apart {
+                false => holds_secret(typed),
+                true => split_urls(typed)
+                    .iter()
+                    .any(|url| holds_password_beside(url)),
+            })
+            .map(|typed| (typed.clone(), redact_url(typed)))
             .collect()
     }
 }
@@ -146,6 +153,14 @@ impl Deployment {
 /// part that may be one.
 pub fn holds_secret(text: &str) -> bool {
     !secret_ranges(text).is_empty()
+}
+
+/// Whether `url`, typed while a password is given apart, holds one of its own: the part
+/// that `with_password` would put the password into (`user@host` names a user) is not one.
+fn holds_password_beside(url: &str) -> bool {
+    secret_ranges(&with_password(url, ""))
+        .iter()
+        .any(|range| !range.is_empty())
 }
 
 /// `url` with `password` as its password, unless it has one: in the user part for a TCP,

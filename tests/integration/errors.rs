@@ -358,9 +358,33 @@ fn a_renewal_schedule_that_cannot_keep_the_lease_is_refused() {
         .run();
     out.assert_code(125)
         .assert_stderr_contains(
-            "invalid --renew-every: with --ttl 10s it must be above 0 and at most 4s 949ms",
+            "invalid --renew-every: with --ttl 10s it must be at least 10ms and at most 4s 949ms",
         )
         .assert_stderr_contains("so that a failed renewal can be retried");
+}
+
+/// A renewal period has a floor: `1ns` would renew tens of thousands of times a second, a
+/// busy loop against Redis that makes the lease no safer. Refused before Redis is asked.
+#[test]
+fn a_renewal_period_below_the_floor_is_refused() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("renewfloor");
+    for period in ["1ns", "1us", "9ms", "0"] {
+        assert_rejected(&server, &dir, &["-k", "x", "--renew-every", period], true);
+        server
+            .cmd()
+            .args(["-k", "x", "--renew-every", period, "--", "true"])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("invalid --renew-every: ")
+            .assert_stderr_contains("shorter than the minimum of 10ms");
+    }
+    // The floor itself is allowed, and renews as often as it says.
+    server
+        .cmd()
+        .args(["-k", "x", "-t", "1s", "--renew-every", "10ms", "--", "true"])
+        .run()
+        .assert_code(0);
 }
 
 /// A flag beats the environment: an exported REDLOCK_WAIT does not make --no-wait a usage

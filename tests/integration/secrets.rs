@@ -3,7 +3,7 @@
 //! nor a core file, nor any message, and text from outside cannot reach a reader's terminal
 //! as control characters.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 
 use crate::support::*;
@@ -140,6 +140,7 @@ fn passwords_from_a_file_or_the_environment() {
     let dir = TempDir::new("pwfile");
     let file = dir.join("pw");
     std::fs::write(&file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let url = format!("redis://127.0.0.1:{}", server.port());
     Wrapper::bare()
         .args(["-r", &url, "--password-file"])
@@ -169,34 +170,163 @@ fn passwords_from_a_file_or_the_environment() {
         .assert_stderr_contains("cannot read the --password-file");
 }
 
+/// A `--password-file` is read within bounds: `/dev/zero` or a huge file is refused after
+/// 64 KiB (it used to be read until memory ran out), a FIFO nobody writes to after 10 s (it
+/// used to block for ever), a NUL in the password is refused; a pipe that does give a line
+/// (`<(vault read ...)`) works. Nothing runs when the file is refused.
+#[test]
+fn a_password_file_is_read_within_bounds() {
+    let password = "pipepass-77c1";
+    let server = RedisServer::start_with_password(password);
+    let dir = TempDir::new("pwbounds");
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let run = |file: &std::path::Path| {
+        Wrapper::bare()
+            .args(["-r", &url, "--password-file"])
+            .arg(file)
+            .args(["-k", "b", "--", "touch"])
+            .arg(dir.join("ran"))
+            .run()
+    };
+    run(std::path::Path::new("/dev/zero"))
+        .assert_code(125)
+        .assert_stderr_contains("has no line ending in its first 64 KiB");
+    let nul = dir.join("nul");
+    std::fs::write(&nul, "pass\0word\n").unwrap();
+    run(&nul)
+        .assert_code(125)
+        .assert_stderr_contains("has a control character");
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo (coreutils)");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let out = run(&fifo);
+    out.assert_code(125)
+        .assert_stderr_contains("nothing came from it within 10s");
+    assert!(
+        !dir.exists("ran"),
+        "a refused password file let the command run"
+    );
+    assert_eq!(server.dbsize(), 0, "keys written: {:?}", server.keys());
+    // A FIFO with a writer: the way `<(vault read ...)` hands a password over.
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::write(fifo, format!("{password}\n")))
+    };
+    run(&fifo)
+        .assert_code(0)
+        .assert_stderr_lacks("warning")
+        .assert_not_leaked(password);
+    writer.join().unwrap().expect("writing to the FIFO");
+    assert!(dir.exists("ran"));
+}
+
+/// A password file that every user may read is used, with a warning that says how to fix
+/// it; one only its owner may read gets none (see `passwords_from_a_file_or_the_environment`).
+#[test]
+fn a_world_readable_password_file_is_warned_of() {
+    let password = "openpass-19fe";
+    let server = RedisServer::start_with_password(password);
+    let dir = TempDir::new("pwmode");
+    let file = dir.join("pw");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let url = format!("redis://127.0.0.1:{}", server.port());
+    let out = Wrapper::bare()
+        .args(["-r", &url, "--password-file"])
+        .arg(&file)
+        .args(["-k", "m", "--", "true"])
+        .run();
+    out.assert_code(0)
+        .assert_stderr_contains("can be read by every user of this machine (mode 0644)")
+        .assert_stderr_contains("chmod 600")
+        .assert_not_leaked(password);
+}
+
+/// With the password in REDLOCK_PASSWORD or a file, a user name typed in the URL
+/// (`redis://locker@host`) is no password on the command line: no warning (it used to say
+/// "a Redis password given on the command line"), and the user name stays visible in `ps`.
+#[test]
+fn a_user_name_on_the_command_line_is_not_warned_of() {
+    let password = "userpass-4410";
+    let server = RedisServer::start();
+    server.query::<String>(&[
+        "ACL",
+        "SETUSER",
+        "locker",
+        "on",
+        &format!(">{password}"),
+        "~*",
+        "&*",
+        "+@all",
+    ]);
+    let dir = TempDir::new("pwuser");
+    let file = dir.join("pw");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let url = format!("redis://locker@127.0.0.1:{}", server.port());
+    Wrapper::bare()
+        .env("REDLOCK_PASSWORD", password)
+        .args(["-r", &url, "-k", "u", "--", "true"])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("warning");
+    let holder = Job::new(&dir, "h").start(
+        Wrapper::bare()
+            .args(["-r", &url, "--password-file"])
+            .arg(&file)
+            .args(["-k", "u"]),
+    );
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", holder.pid())).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("redis://locker@127.0.0.1"),
+        "{cmdline:?}"
+    );
+    holder.let_go();
+    holder.wait().assert_code(0).assert_stderr_lacks("warning");
+}
+
 /// A password typed on the command line is warned of, and gone from the command line of
-/// redlock-run and of its guardian (what `ps` shows every local user) while the job runs.
+/// redlock-run and of its guardian (what `ps` shows every local user) while the job runs,
+/// its length too: passwords of 4 and 40 characters leave the same command line.
 #[test]
 fn a_password_on_the_command_line_is_hidden_from_ps() {
-    let password = "argvpass-5e2c";
-    let server = RedisServer::start_with_password(password);
-    let dir = TempDir::new("argv");
-    let holder = Job::new(&dir, "h").start(Wrapper::bare().args(["-r", &server.url(), "-k", "ps"]));
-    let wrapper = holder.pid();
-    let mut seen = 0;
-    for pid in std::iter::once(wrapper).chain(children_of(wrapper)) {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if cmdline.contains("redlock-run") {
-            seen += 1;
-            assert!(!cmdline.contains(password), "pid {pid} shows it: {cmdline}");
-            assert!(
-                cmdline.contains(":*************@127.0.0.1"),
-                "pid {pid}: {cmdline}"
-            );
+    let shown_with = |password: &str| {
+        let server = RedisServer::start_with_password(password);
+        let dir = TempDir::new("argv");
+        let url = server.url();
+        let holder = Job::new(&dir, "h").start(Wrapper::bare().args(["-r", &url, "-k", "ps"]));
+        let wrapper = holder.pid();
+        let mut shown = Vec::new();
+        for pid in std::iter::once(wrapper).chain(children_of(wrapper)) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains("redlock-run") {
+                assert!(!cmdline.contains(password), "pid {pid} shows it: {cmdline}");
+                assert!(cmdline.contains(":***@127.0.0.1"), "pid {pid}: {cmdline}");
+                // The port and the job's directory differ between the two runs.
+                let port = server.port().to_string();
+                let job_dir = dir.path().display().to_string();
+                shown.push(cmdline.replace(&port, "PORT").replace(&job_dir, "DIR"));
+            }
         }
-    }
-    assert_eq!(seen, 2, "redlock-run and its guardian");
-    holder.let_go();
-    let out = holder.wait();
-    out.assert_code(0)
-        .assert_stderr_contains("a Redis password given on the command line can be read")
-        .assert_not_leaked(password);
+        assert_eq!(shown.len(), 2, "redlock-run and its guardian: {shown:?}");
+        holder.let_go();
+        let out = holder.wait();
+        out.assert_code(0)
+            .assert_stderr_contains("a Redis password given on the command line can be read")
+            .assert_not_leaked(password);
+        shown
+    };
+    let short = shown_with("Qz7k");
+    let long = shown_with("argvpass-5e2c-and-then-some-0123456789");
+    assert!(
+        short[0].contains(":***@127.0.0.1:PORT -k ps -- DIR/"),
+        "{short:?}"
+    );
+    assert_eq!(short, long, "the command line shows the password's length");
 }
 
 /// redlock-run holds the password, so it is not dumpable: no core file, no reading its

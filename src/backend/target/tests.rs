@@ -122,12 +122,47 @@ fn typed_urls_are_masked_in_place() {
     .unwrap();
     assert_eq!(
         deployment.typed_secrets(),
-        [(typed.to_string(), "redis://u:******@h:1".to_string())]
+        [(typed.to_string(), "redis://u:***@h:1".to_string())]
     );
     assert!(holds_secret(typed) && !holds_secret("redis://h:1"));
     // Found by fuzzing: the debug form once listed the typed URLs as they were.
     let debug = format!("{deployment:?}");
     assert!(!debug.contains("s3cr3t"), "{debug}");
+}
+
+/// With the password in a file or REDLOCK_PASSWORD, a typed `user@host` names the user:
+/// nothing typed is a password, so nothing is masked and no warning is due. A password
+/// typed beside one given apart still is one.
+#[test]
+fn a_typed_user_name_is_no_password_when_one_is_given_apart() {
+    let parse = |typed: &str| {
+        Deployment::parse(
+            &[typed.into()],
+            Sources {
+                password: Some(Password("from-a-file".into())),
+                typed: true,
+            },
+        )
+        .unwrap()
+        .typed_secrets()
+    };
+    for typed in [
+        "redis://alice@h:1",
+        "redis://h:1",
+        "rediss://alice@h:1/2",
+        "redis+unix:///run/redis.sock",
+        "redis://alice@h:1,redis://bob@g:2",
+    ] {
+        assert_eq!(parse(typed), [], "{typed}");
+    }
+    for typed in [
+        "redis://alice:typed@h:1",
+        "redis+unix:///run/redis.sock?pass=typed",
+        "redis://alice@h:1,redis://:typed@g:2",
+    ] {
+        assert_eq!(parse(typed).len(), 1, "{typed}");
+        assert!(!parse(typed)[0].1.contains("typed"), "{typed}");
+    }
 }
 
 #[test]
