@@ -291,7 +291,7 @@ fn lost_lock_kills_the_whole_process_group() {
 fn a_full_stderr_never_stops_redlock_run() {
     let server = RedisServer::start();
     let (unread, stderr) = std::io::pipe().expect("a pipe");
-    let mut run = std::process::Command::new(BIN)
+    let mut run = with_default_signals(&mut std::process::Command::new(BIN))
         .env("REDLOCK_REDIS", server.url())
         .args([
             "-k",

@@ -36,7 +36,7 @@ fn ctrl_c_at_a_terminal_reaches_the_command_once() {
         url = server.url(),
         command = command.display()
     );
-    let mut terminal = Command::new(script)
+    let mut terminal = with_default_signals(&mut Command::new(script))
         .args(["-qefc", &wrapper, "/dev/null"])
         .env_remove("REDLOCK_REDIS")
         .stdin(Stdio::piped())
@@ -94,9 +94,10 @@ fn wait_for_exit(child: &mut std::process::Child, limit: Duration) -> Option<i32
             return done.code();
         }
         if start.elapsed() > limit {
+            let note = ignored_signals_note(child.id() as i32);
             let _ = child.kill();
             let _ = child.wait();
-            panic!("script(1) did not exit within {limit:?}");
+            panic!("script(1) did not exit within {limit:?}{note}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -112,7 +113,7 @@ struct Terminal {
 impl Terminal {
     fn run(command: &str) -> Terminal {
         let script = script_program();
-        let mut script = Command::new(script)
+        let mut script = with_default_signals(&mut Command::new(script))
             .args(["-qefc", command, "/dev/null"])
             .env_remove("REDLOCK_REDIS")
             .stdin(Stdio::piped())

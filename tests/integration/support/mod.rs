@@ -39,7 +39,10 @@ pub use holder::{
 };
 pub use inspect::{assert_uuid_v4, token_of};
 pub use load::{loading_the_machine, run_in_parallel, timing_sensitive};
-pub use process::{children_of, live_in_group, pgid_of, pid_alive, require, signal};
+pub use process::{
+    children_of, ignored_signals_note, live_in_group, pgid_of, pid_alive, require, signal,
+    with_default_signals,
+};
 pub use scripts::{sleeper, stubborn_script};
 pub use server::{default_server_program, free_port, RedisServer, ServerOptions, SERVER_VAR};
 pub use tempdir::TempDir;

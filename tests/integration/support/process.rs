@@ -89,3 +89,92 @@ pub fn live_in_group(pgid: i32) -> Vec<i32> {
 pub fn pgid_of(pid: i32) -> Option<i32> {
     proc_stat(pid)?.get(2)?.parse().ok()
 }
+
+/// The signals whose disposition the signal tests depend on: those redlock-run forwards.
+const FORWARDED: [(libc::c_int, &str); 6] = [
+    (libc::SIGINT, "SIGINT"),
+    (libc::SIGTERM, "SIGTERM"),
+    (libc::SIGHUP, "SIGHUP"),
+    (libc::SIGQUIT, "SIGQUIT"),
+    (libc::SIGUSR1, "SIGUSR1"),
+    (libc::SIGUSR2, "SIGUSR2"),
+];
+
+/// Gives what `cmd` starts the default action for every forwarded signal. An ignored signal
+/// survives `exec`: a suite started under `nohup` (SIGHUP ignored) or as a background job of
+/// a script, as cron and CI runners do (SIGINT and SIGQUIT ignored), would otherwise hand
+/// that to every redlock-run it starts, which then rightly leaves it ignored, and the signal
+/// tests would wait in vain. A test about ignored signals ignores them itself, in the shell
+/// that execs redlock-run (`Wrapper::via_shell`).
+pub fn with_default_signals(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and only calls signal(2),
+    // which is async-signal-safe, allocates nothing and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            for (signal, _) in FORWARDED {
+                if libc::signal(signal, libc::SIG_DFL) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// For a failure message: which forwarded signals `pid` ignores, read from `SigIgn` in
+/// `/proc/PID/status` ("" when none, or when the process is gone).
+pub fn ignored_signals_note(pid: i32) -> String {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigIgn:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let ignored: Vec<&str> = FORWARDED
+        .iter()
+        .filter(|(signal, _)| mask & (1 << (signal - 1)) != 0)
+        .map(|&(_, name)| name)
+        .collect();
+    if ignored.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nnote: pid {pid} ignores {}: a test that sends these signals cannot pass while they \
+         are ignored (was the suite started under nohup, or as a background job, and did a \
+         fixture skip `with_default_signals`?)",
+        ignored.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The note names the ignored signals of a live process, and nothing for one that
+    /// ignores none.
+    #[test]
+    fn the_note_names_ignored_signals() {
+        let mut ignoring = std::process::Command::new("/bin/sh")
+            .args(["-c", "trap '' HUP INT; exec sleep 30"])
+            .spawn()
+            .unwrap();
+        let mut plain = with_default_signals(&mut std::process::Command::new("sleep"))
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = ignoring.id() as i32;
+        let note = || ignored_signals_note(pid);
+        crate::support::wait_until(
+            std::time::Duration::from_secs(10),
+            "the shell to exec sleep",
+            || note().contains("SIGHUP"),
+        );
+        assert!(note().contains("ignores SIGINT, SIGHUP:"), "{}", note());
+        assert_eq!(ignored_signals_note(plain.id() as i32), "");
+        for child in [&mut ignoring, &mut plain] {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}

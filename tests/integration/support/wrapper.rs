@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{children_of, read_pid, signal, BIN, RUN_TIMEOUT};
+use super::{
+    children_of, ignored_signals_note, read_pid, signal, with_default_signals, BIN, RUN_TIMEOUT,
+};
 
 /// `redlock-run` with a clean environment: every inherited `REDLOCK_*` and `SSL_CERT_*`
 /// variable removed, `REDLOCK_REDIS` pointed at the test server.
@@ -36,6 +38,7 @@ impl Wrapper {
 
     fn program(program: &str, url: &str) -> Wrapper {
         let mut cmd = Command::new(program);
+        with_default_signals(&mut cmd);
         for (name, _) in std::env::vars_os() {
             let s = name.to_string_lossy();
             if s.starts_with("REDLOCK_") || s.starts_with("SSL_CERT_") {
@@ -207,10 +210,11 @@ impl Running {
             }
             if Instant::now() > deadline {
                 let elapsed = self.started.elapsed();
+                let note = ignored_signals_note(self.pid());
                 self.kill_all();
                 panic!(
                     "{} still running after {elapsed:?} (limit {limit:?}); killed\n\
-                     --- stdout:\n{}\n--- stderr:\n{}",
+                     --- stdout:\n{}\n--- stderr:\n{}{note}",
                     self.description,
                     String::from_utf8_lossy(&self.stdout.snapshot()),
                     String::from_utf8_lossy(&self.stderr.snapshot()),
