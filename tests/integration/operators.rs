@@ -1241,3 +1241,43 @@ fn large_fences_stay_exact() {
         holder.wait().assert_code(0);
     }
 }
+
+/// Takes lock `name` once as job `job` and returns its fence, checked against the value.
+#[track_caller]
+fn fence_once(server: &RedisServer, dir: &TempDir, name: &str, job: &str) -> u64 {
+    let holder = hold(server.cmd().args(["-k", name]), dir, job);
+    let fence = fence_of(dir, job);
+    let value = server.lock_value(name).expect("held");
+    assert!(
+        value.contains(&format!("\"fence\":{fence},")),
+        "REDLOCK_FENCE {fence}, value {value}"
+    );
+    holder.let_go();
+    holder.wait().assert_code(0);
+    fence
+}
+
+/// A fence never goes back when the server forgets its counter (FLUSHALL, a restart
+/// without persistence): the next one is still larger than every one before.
+#[test]
+fn fences_grow_after_the_server_forgets_its_counter() {
+    let mut server = RedisServer::start();
+    let dir = TempDir::new("fenceforgot");
+    let first = fence_once(&server, &dir, "forgot", "first");
+    let second = fence_once(&server, &dir, "forgot", "second");
+    assert!(second > first, "{second} after {first}");
+    server.query::<()>(&["FLUSHALL"]);
+    let flushed = fence_once(&server, &dir, "forgot", "flushed");
+    eprintln!("fences {first}, {second}, after FLUSHALL {flushed}");
+    assert!(
+        flushed > second,
+        "after FLUSHALL {flushed}, before {second}"
+    );
+    server.restart();
+    let restarted = fence_once(&server, &dir, "forgot", "restarted");
+    eprintln!("after a restart without persistence {restarted}");
+    assert!(
+        restarted > flushed,
+        "after a restart {restarted}, before {flushed}"
+    );
+}

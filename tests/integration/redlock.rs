@@ -521,9 +521,9 @@ fn a_master_restarted_empty_gets_the_key_back() {
 // ---------------------------------------------------------------------------------------------
 // 7. Fences
 
-/// A fence counter ahead on one node only (10 on A) is the one handed out (11), and is
-/// first written to the others; a later majority without A then still counts past it (12;
-/// without that write it would count from B's and C's own 1 to 2).
+/// A fence counter ahead on one node only (10 on A, 0 on B and C) is the one handed out
+/// (11), and is first written to the others; a later majority without A then still counts
+/// past it (12; without that write it would count from B's and C's own 1 to 2).
 ///
 /// A's answer must be among the first majority to come back to be counted at all (the
 /// round ends as soon as a majority took the lock), so B and C are reached through a proxy
@@ -532,6 +532,9 @@ fn a_master_restarted_empty_gets_the_key_back() {
 fn fences_only_grow_across_different_majorities() {
     let mut nodes = start_nodes(3);
     nodes[0].set(&fence_key("f"), "10");
+    for node in &nodes[1..] {
+        node.set(&fence_key("f"), "0");
+    }
     let dir = TempDir::new("redlock-fence");
     let slow: Vec<FaultProxy> = nodes[1..]
         .iter()
@@ -563,6 +566,28 @@ fn fences_only_grow_across_different_majorities() {
     holder.let_go();
     holder.wait().assert_code(0);
     assert_empty(&[&nodes[1], &nodes[2]]);
+}
+
+/// A majority that lost its data (flushed) while the node that kept the counter is down
+/// still hands out a fence above every earlier one.
+#[test]
+fn fences_grow_when_a_majority_forgot_its_counters() {
+    let mut nodes = start_nodes(3);
+    let dir = TempDir::new("redlock-forgot");
+    let holder = hold(quorum(&urls(&nodes)).args(["-k", "g"]), &dir, "first");
+    let first = fence_of(&dir, "first");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    for node in &nodes[1..] {
+        node.query::<()>(&["FLUSHALL"]);
+    }
+    nodes[0].stop();
+    let holder = hold(quorum(&urls(&nodes)).args(["-k", "g"]), &dir, "second");
+    let second = fence_of(&dir, "second");
+    eprintln!("fences {first}, then {second} from the flushed majority");
+    assert!(second > first, "{second} after {first}");
+    holder.let_go();
+    holder.wait().assert_code(0);
 }
 
 // ---------------------------------------------------------------------------------------------

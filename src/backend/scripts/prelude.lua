@@ -1,5 +1,11 @@
 -- Prepended to every script at build time (backend/scripts.rs).
 --
+-- Scripts read TIME and then write: replicas and the AOF must get the writes, not the
+-- script to run again later (the default from Redis 5; before, it must be asked for).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
 -- `call` runs a command as redis.call does, but a refusal by the user's ACL raises an error
 -- that names the command (Redis 7 says only "can't run this command", Redis 6.2 wraps it),
 -- so that redlock-run can say what the user may not do.
