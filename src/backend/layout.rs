@@ -24,7 +24,8 @@
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
-//! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
+//! appended, which keeps `K`'s tag; a name that is another lock's key, or would share
+//! one, is refused: see `shares_keys_with`.) Every script compares the leading identity bytes, so a
 //! key whose value we did not write (another holder's, another tool's, another
 //! application's hash) is never renewed or deleted. Waiters also listen on
 //! `redlock-run:released:K` (in a cluster `redlock-run:released:{K}`), where a release is
@@ -235,6 +236,24 @@ pub fn lock_of_internal_key(name: &Key) -> Option<Key> {
         }
     }
     None
+}
+
+/// When a lock named `key` cannot have keys of its own, the lock it would share them with:
+/// `key` is one of that lock's bookkeeping keys (`job{t}:fence` is the fence counter of
+/// `job{t}`), or `key` is `{J}` around a name without a tag, whose bookkeeping keys would
+/// be `J`'s (`{J}:fence`). Two such locks would wedge each other (a fence counter held as
+/// a lock without a TTL, a queue taken for a lock's value), so such a name is refused.
+/// Every other pair of names has no key in common (see the tests).
+pub fn shares_keys_with(key: &Key) -> Option<Key> {
+    if let Some(lock) = lock_of_internal_key(key) {
+        return Some(lock);
+    }
+    let inner = key
+        .as_bytes()
+        .strip_prefix(b"{")
+        .and_then(|inner| inner.strip_suffix(b"}"))
+        .filter(|inner| !inner.is_empty() && !has_hash_tag(inner))?;
+    Some(Key::new(inner))
 }
 
 /// A key that lives in the same Redis Cluster hash slot as `key` (see `colocates`).
