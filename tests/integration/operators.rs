@@ -930,6 +930,43 @@ fn fair_waiters_take_the_lock_in_arrival_order() {
     assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
 }
 
+/// The queue outlives its live waiters however long the holder keeps the lock: fair
+/// waiters with a 1s TTL behind a holder with a 20s one are still queued, in order, past
+/// three times their TTL (the queue used to expire then, and the order was lost).
+#[test]
+fn the_fair_queue_outlasts_a_long_lease() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("fairlong");
+    let order = dir.join("order");
+    let holder = hold(
+        server.cmd().args(["-k", "fl", "--fair", "--ttl", "20s"]),
+        &dir,
+        "h",
+    );
+    let waiters: Vec<Running> = (1..=2)
+        .map(|i| fair_waiter(&server, "fl", i, &order, i as i64 - 1, &["--ttl", "1s"]))
+        .collect();
+    let queued = Instant::now();
+    let (queue_ttl, lease) = (server.pttl(&queue_key("fl")), server.pttl("redlock:fl"));
+    eprintln!("queue PTTL {queue_ttl} ms, holder's {lease} ms");
+    assert!(
+        queue_ttl >= lease,
+        "queue PTTL {queue_ttl} ms, lease {lease} ms"
+    );
+    // Past three of the waiters' TTLs, with room to spare: the queue is still there.
+    wait_until(Duration::from_secs(10), "4s to pass", || {
+        queued.elapsed() > Duration::from_secs(4)
+    });
+    assert_eq!(server.zcard(&queue_key("fl")), 2, "the queue expired");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    let ran: Vec<usize> = read_order(&order).iter().map(|e| e.0).collect();
+    assert_eq!(ran, [1, 2]);
+}
+
 /// A fair waiter SIGKILLed in the middle of the queue does not stall the ones behind it:
 /// the release that would wake it finds nobody listening on its channel, drops it and
 /// wakes the next (well within a second); the rest keep their order.

@@ -81,9 +81,12 @@ local function wait_in_queue(pttl, ahead)
     local arrival = tonumber(ARGV[9])
     call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
     -- The queue outlives its waiters by a little, should they all vanish with no release
-    -- left to find them gone.
-    if call('PTTL', queue) < 3 * ttl then
-      call('PEXPIRE', queue, 3 * ttl)
+    -- left to find them gone. A live waiter comes back when told (`pttl`, or in 10 s when
+    -- nothing will free up by itself: wait.rs), however long the holder's lease or
+    -- --min-hold: the queue lasts until then, and a little more.
+    local keep = 3 * ttl + (pttl >= 0 and pttl or 10000)
+    if call('PTTL', queue) < keep then
+      call('PEXPIRE', queue, keep)
     end
   end
   return {0, pttl, holder, ahead}
