@@ -89,16 +89,23 @@ impl SingleRedis {
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
+        let server = self.link.display().to_string();
         loop {
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(deadline, |session| {
-                    let reply: (i64, i64, redis::Value, u32) =
-                        session.eval(&ACQUIRE, &keys, &args)?;
+                    let (status, number, value, ahead, repaired): (
+                        i64,
+                        i64,
+                        redis::Value,
+                        u32,
+                        u32,
+                    ) = session.eval(&ACQUIRE, &keys, &args)?;
                     let sent_at = session.sent_at.unwrap_or_else(Instant::now);
-                    if reply.0 == 1 {
+                    warn_repaired(repaired, key, &server);
+                    if status == 1 {
                         confirm_replicated(session, replica_wait, key);
                     }
-                    Ok((reply, sent_at))
+                    Ok(((status, number, value, ahead), sent_at))
                 });
             match reply {
                 Ok(((1, slot, fence, _), sent_at)) => {
@@ -188,9 +195,12 @@ impl SingleRedis {
         // split between two masters, a master failing over): nothing ran, so it is sent
         // again, after a pause that doubles, until the deadline.
         let mut pause = RELEASE_RETRY_MIN;
+        let (lock_key, server) = (&self.lock.key, self.link.display().to_string());
         let released: i64 = loop {
             let sent = self.link.call(Some(deadline), |session| {
-                session.eval(&RELEASE, &keys, &args)
+                let (released, repaired): (i64, u32) = session.eval(&RELEASE, &keys, &args)?;
+                warn_repaired(repaired, lock_key, &server);
+                Ok(released)
             });
             match sent {
                 Err(err) if is_try_later(&err) && Instant::now() + pause < deadline => {
@@ -289,6 +299,22 @@ impl LockBackend for SingleRedis {
 
     fn describe(&self) -> &str {
         self.link.display()
+    }
+}
+
+/// Warns that a script found entries in the woken waiters' record of `key` that are not
+/// wake-up times (another client wrote them), and took them out (`woken_since` in
+/// `scripts/prelude.lua`).
+fn warn_repaired(repaired: u32, key: &Key, server: &str) {
+    if repaired > 0 {
+        report::warn(format_args!(
+            "{} on {server} held {repaired} entr{} that {} not a wake-up time redlock-run \
+             could have written (another client wrote it); removed, the waiter is woken \
+             again",
+            queue_keys(key)[1],
+            if repaired == 1 { "y" } else { "ies" },
+            if repaired == 1 { "was" } else { "were" },
+        ));
     }
 }
 

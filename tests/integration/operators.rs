@@ -967,6 +967,50 @@ fn the_fair_queue_outlasts_a_long_lease() {
     assert_eq!(ran, [1, 2]);
 }
 
+/// The queue's record of woken waiters is checked, not trusted: a wake-up time `bad`
+/// written there by another client for the first waiter is dropped at the release, with a
+/// warning from the holder, and the waiters take the lock at once, in order. (A time in
+/// the future used to hold the queue up until the first waiter's own next look, a lease
+/// of 60 s later; one that is not a number failed the release.)
+fn a_bad_wake_up_time_is_repaired(name: &str, bad: &str) {
+    let server = RedisServer::start();
+    let dir = TempDir::new("badwoken");
+    let order = dir.join("order");
+    let holder = hold(
+        server.cmd().args(["-k", name, "--fair", "--ttl", "60s"]),
+        &dir,
+        "h",
+    );
+    let waiters: Vec<Running> = (1..=2)
+        .map(|i| fair_waiter(&server, name, i, &order, i as i64 - 1, &[]))
+        .collect();
+    let first: Vec<String> = server.query(&["ZRANGE", &queue_key(name), "0", "0"]);
+    server.hset(&format!("{}:woken", queue_key(name)), &first[0], bad);
+    holder.let_go();
+    let out = holder.wait();
+    eprintln!("holder: {}", out.stderr.trim());
+    wait_until(Duration::from_secs(10), "the first waiter to run", || {
+        order.exists()
+    });
+    out.assert_code(0).assert_stderr_contains("wake-up time");
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    let ran: Vec<usize> = read_order(&order).iter().map(|e| e.0).collect();
+    assert_eq!(ran, [1, 2]);
+}
+
+#[test]
+fn a_wake_up_time_in_the_future_is_repaired() {
+    let future = (now_ms() + 3_600_000).to_string();
+    a_bad_wake_up_time_is_repaired("wfuture", &future);
+}
+
+#[test]
+fn a_wake_up_time_that_is_not_a_number_is_repaired() {
+    a_bad_wake_up_time_is_repaired("wnan", "soon");
+}
+
 /// A fair waiter SIGKILLed in the middle of the queue does not stall the ones behind it:
 /// the release that would wake it finds nobody listening on its channel, drops it and
 /// wakes the next (well within a second); the rest keep their order.

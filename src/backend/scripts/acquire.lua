@@ -25,7 +25,9 @@
 --           itself; holder: one holder's value, '' if none; ahead: with --fair, the live
 --           waiters queued before this one);
 --         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
---           0 for a value redlock-run did not write).
+--           0 for a value redlock-run did not write);
+--         each with a fifth element: how many entries of the woken waiters' record were
+--           not wake-up times and were taken out (see `woken_since`).
 local n = tonumber(ARGV[4])
 local identity = ARGV[1]
 local ttl = tonumber(ARGV[3])
@@ -34,7 +36,7 @@ local ttl = tonumber(ARGV[3])
 -- when the slots it would look at are free.
 local declared = read(KEYS[n + 1])
 if type(declared) == 'string' and tonumber(declared) ~= n then
-  return {-1, tonumber(declared) or 0, '', 0}
+  return {-1, tonumber(declared) or 0, '', 0, 0}
 end
 local free = {}
 local soonest = -1
@@ -58,11 +60,11 @@ for i = 1, n do
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
       call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
-      return {1, i, fence or '0', 0}
+      return {1, i, fence or '0', 0, 0}
     end
     local other = string.match(current, '"limit":(%d+)}$')
     if other and tonumber(other) ~= n then
-      return {-1, tonumber(other), '', 0}
+      return {-1, tonumber(other), '', 0, 0}
     end
     if holder == '' then holder = current end
     held_for(KEYS[i])
@@ -89,7 +91,7 @@ local function wait_in_queue(pttl, ahead)
       call('PEXPIRE', queue, keep)
     end
   end
-  return {0, pttl, holder, ahead}
+  return {0, pttl, holder, ahead, repaired}
 end
 
 if ARGV[5] == '1' then
@@ -108,12 +110,12 @@ if ARGV[5] == '1' then
     if ahead >= #free or not first or first == token then
       break
     end
-    local since = call('HGET', woken, first)
-    if since and now - tonumber(since) > ttl then
+    local since = woken_since(woken, first, now)
+    if since and now - since > ttl then
       call('ZREM', queue, first)
       call('HDEL', woken, first)
     elseif since then
-      local left = ttl - (now - tonumber(since))
+      local left = ttl - (now - since)
       if soonest < 0 or left < soonest then soonest = left end
       ahead, at = ahead + 1, at + 1
     else
@@ -183,4 +185,4 @@ call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
 if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
 end
-return {1, slot, fence, 0}
+return {1, slot, fence, 0, repaired}
