@@ -17,6 +17,8 @@
 -- ARGV[9]  when this waiter joined, in ms since the epoch, the same on every Redlock node;
 --          '0': now, by the server's clock
 -- ARGV[10] '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- ARGV[11] '1' to return this server's run_id (Redlock: a server named twice, under two
+--          spellings, is found by it), '0' not
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -27,7 +29,21 @@
 --         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
 --           0 for a value redlock-run did not write);
 --         each with a fifth element: how many entries of the woken waiters' record were
---           not wake-up times and were taken out (see `woken_since`).
+--           not wake-up times and were taken out (see `woken_since`); and a sixth: the
+--           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
+--           not run INFO.
+local server = ''
+if ARGV[11] == '1' then
+  local info = redis.pcall('INFO', 'server')
+  if type(info) == 'string' then
+    server = string.match(info, 'run_id:(%x+)') or ''
+  end
+end
+
+local function reply(status, number, text, ahead)
+  return {status, number, text, ahead, repaired, server}
+end
+
 local n = tonumber(ARGV[4])
 local identity = ARGV[1]
 local ttl = tonumber(ARGV[3])
@@ -36,7 +52,7 @@ local ttl = tonumber(ARGV[3])
 -- when the slots it would look at are free.
 local declared = read(KEYS[n + 1])
 if type(declared) == 'string' and tonumber(declared) ~= n then
-  return {-1, tonumber(declared) or 0, '', 0, 0}
+  return reply(-1, tonumber(declared) or 0, '', 0)
 end
 local free = {}
 local soonest = -1
@@ -60,11 +76,11 @@ for i = 1, n do
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
       call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
-      return {1, i, fence or '0', 0, 0}
+      return reply(1, i, fence or '0', 0)
     end
     local other = string.match(current, '"limit":(%d+)}$')
     if other and tonumber(other) ~= n then
-      return {-1, tonumber(other), '', 0, 0}
+      return reply(-1, tonumber(other), '', 0)
     end
     if holder == '' then holder = current end
     held_for(KEYS[i])
@@ -91,7 +107,7 @@ local function wait_in_queue(pttl, ahead)
       call('PEXPIRE', queue, keep)
     end
   end
-  return {0, pttl, holder, ahead, repaired}
+  return reply(0, pttl, holder, ahead)
 end
 
 if ARGV[5] == '1' then
@@ -185,4 +201,4 @@ call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
 if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
 end
-return {1, slot, fence, 0, repaired}
+return reply(1, slot, fence, 0)
