@@ -183,20 +183,17 @@ may(nil, 'HDEL', woken, token)
 may(nil, 'TIME')
 -- Taking a slot is leaving the queue.
 call('ZREM', queue, token)
--- The fence: one past the counter or, when there is none (a new lock, or a server that lost
--- its data: a restart without persistence, FLUSHALL, an eviction, a failover to a replica
--- that never saw it), the server's clock in microseconds, which is past every fence handed
--- out before as long as that clock does not go back (a counter grows by one a lock taken,
--- never a million a second). Built as digits: a double would round it.
-local fence
-if call('EXISTS', KEYS[n + 2]) == 1 then
-  call('INCR', KEYS[n + 2])
-  fence = call('GET', KEYS[n + 2])
-else
+-- The fence: one past the counter. A missing counter (a new lock, or a server that lost its
+-- data: a restart without persistence, FLUSHALL, an eviction, a failover to a replica that
+-- never saw it) starts again from the server's clock in microseconds, which is past every
+-- fence handed out before as long as that clock does not go back (a counter grows by one
+-- a lock taken, never a million a second). Built as digits: a double would round it.
+if call('EXISTS', KEYS[n + 2]) == 0 then
   local time = call('TIME')
-  fence = time[1] .. string.format('%06d', tonumber(time[2]))
-  call('SET', KEYS[n + 2], fence)
+  call('SET', KEYS[n + 2], time[1] .. string.format('%06d', tonumber(time[2])))
 end
+call('INCR', KEYS[n + 2])
+local fence = call('GET', KEYS[n + 2])
 call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
 if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
