@@ -14,13 +14,16 @@
 //! - `{K}:limit`: while a semaphore has holders, its N (so a run with another `--limit`
 //!   is refused even when the slots it would look at are free); it lives as long as the
 //!   longest lease and goes with the last release.
-//! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
+//! - `{K}:fence`: a counter, incremented in the same script that takes a slot; when
+//!   missing, started from the server's clock in microseconds, so a fence never goes back
+//!   when the server forgets it.
 //! - `{K}:queue`: the waiters, a sorted set of tokens by arrival (server time, ms); each
 //!   listens for its own wake-up on `redlock-run:wake:<token>` (in a cluster,
 //!   `redlock-run:wake:{K}:<token>`, see `Channels`). A release wakes the first live one;
 //!   with `--fair`, only the first ones may take a free slot.
 //! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
-//!   (server time, ms): one that does not try within a lease's length counts as gone.
+//!   (server time, ms): one that does not try within a lease's length counts as gone. An
+//!   entry that is not such a time is removed, with a warning (`woken_since`).
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
