@@ -20,6 +20,7 @@
 //! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
 
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -116,10 +117,26 @@ pub fn wait_for_lock(
     // found it still holding since: on a Redlock node that has not released yet.
     let mut releasing: Option<String> = None;
     let mut releasing_tries = 0u32;
+    // Release notices are coalesced: while one waits to be acted on, later ones only
+    // replace the release it names (the latest is the one a try may still find holding).
+    // A burst of messages on the lock's channel (a buggy or hostile client) then costs one
+    // try and no memory, not one try and one queued event each; a notice that comes after
+    // the waiter took the pending one sends a new one, so none goes unanswered.
+    let pending: Arc<Mutex<Option<String>>> = Arc::default();
     loop {
         if matches!(listening, Listening::Not) {
             let notices = events_tx.clone();
-            let forward = Box::new(move |notice| notices.send(Event::Notice(notice)).is_ok());
+            let latest = Arc::clone(&pending);
+            let forward = Box::new(move |notice| match notice {
+                Notice::Released { by } => {
+                    let mut latest = latest.lock().unwrap_or_else(PoisonError::into_inner);
+                    latest.replace(by).is_some()
+                        || notices
+                            .send(Event::Notice(Notice::Released { by: String::new() }))
+                            .is_ok()
+                }
+                notice => notices.send(Event::Notice(notice)).is_ok(),
+            });
             match backend.subscribe(forward) {
                 Ok(subscription) => {
                     listening = Listening::Subscribed {
@@ -229,7 +246,12 @@ pub fn wait_for_lock(
             wake_at = wake_at.min(due);
         }
         match events.recv_timeout(wake_at.saturating_duration_since(now)) {
-            Ok(Event::Notice(Notice::Released { by })) => {
+            Ok(Event::Notice(Notice::Released { .. })) => {
+                let by = pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take()
+                    .unwrap_or_default();
                 report::verbose(format_args!("released by its holder; trying now"));
                 // `by` is the holder's identity, then `#` and a release number.
                 releasing = by

@@ -14,17 +14,21 @@
 //! - `{K}:limit`: while a semaphore has holders, its N (so a run with another `--limit`
 //!   is refused even when the slots it would look at are free); it lives as long as the
 //!   longest lease and goes with the last release.
-//! - `{K}:fence`: a counter, incremented in the same script that takes a slot.
+//! - `{K}:fence`: a counter, incremented in the same script that takes a slot; when
+//!   missing, started from the server's clock in microseconds, so a fence never goes back
+//!   when the server forgets it.
 //! - `{K}:queue`: the waiters, a sorted set of tokens by arrival (server time, ms); each
 //!   listens for its own wake-up on `redlock-run:wake:<token>` (in a cluster,
 //!   `redlock-run:wake:{K}:<token>`, see `Channels`). A release wakes the first live one;
 //!   with `--fair`, only the first ones may take a free slot.
 //! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
-//!   (server time, ms): one that does not try within a lease's length counts as gone.
+//!   (server time, ms): one that does not try within a lease's length counts as gone. An
+//!   entry that is not such a time is removed, with a warning (`woken_since`).
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
-//! appended, which keeps `K`'s tag.) Every script compares the leading identity bytes, so a
+//! appended, which keeps `K`'s tag; a name that is another lock's key, or would share
+//! one, is refused: see `shares_keys_with`.) Every script compares the leading identity bytes, so a
 //! key whose value we did not write (another holder's, another tool's, another
 //! application's hash) is never renewed or deleted. Waiters also listen on
 //! `redlock-run:released:K` (in a cluster `redlock-run:released:{K}`), where a release is
@@ -235,6 +239,24 @@ pub fn lock_of_internal_key(name: &Key) -> Option<Key> {
         }
     }
     None
+}
+
+/// When a lock named `key` cannot have keys of its own, the lock it would share them with:
+/// `key` is one of that lock's bookkeeping keys (`job{t}:fence` is the fence counter of
+/// `job{t}`), or `key` is `{J}` around a name without a tag, whose bookkeeping keys would
+/// be `J`'s (`{J}:fence`). Two such locks would wedge each other (a fence counter held as
+/// a lock without a TTL, a queue taken for a lock's value), so such a name is refused.
+/// Every other pair of names has no key in common (see the tests).
+pub fn shares_keys_with(key: &Key) -> Option<Key> {
+    if let Some(lock) = lock_of_internal_key(key) {
+        return Some(lock);
+    }
+    let inner = key
+        .as_bytes()
+        .strip_prefix(b"{")
+        .and_then(|inner| inner.strip_suffix(b"}"))
+        .filter(|inner| !inner.is_empty() && !has_hash_tag(inner))?;
+    Some(Key::new(inner))
 }
 
 /// A key that lives in the same Redis Cluster hash slot as `key` (see `colocates`).

@@ -34,8 +34,8 @@ use anyhow::Result;
 pub use error::{is_refused_by_acl, is_transient, is_try_later};
 pub use key::shown;
 pub use layout::{
-    colocates, lock_of_internal_key, Holder, Key, LockRequest, MAX_KEY_LEN, MAX_LABEL_LEN,
-    MAX_LIMIT,
+    colocates, lock_of_internal_key, shares_keys_with, Holder, Key, LockRequest, MAX_KEY_LEN,
+    MAX_LABEL_LEN, MAX_LIMIT,
 };
 pub use target::{holds_secret, Deployment, Password, Sources};
 

@@ -9,6 +9,7 @@
 //! replica to have it, so that a failover right after it is unlikely to lose the key and
 //! the fence.
 
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
@@ -37,6 +38,9 @@ pub struct SingleRedis {
     listening: bool,
     /// Where releases are announced: sharded in a cluster.
     channels: Channels,
+    /// A Redlock node: where the server's `run_id` goes, learnt with the first acquisition
+    /// (see `identify`).
+    server_id: Option<Arc<OnceLock<String>>>,
 }
 
 impl SingleRedis {
@@ -50,7 +54,15 @@ impl SingleRedis {
             lock,
             held: None,
             listening: false,
+            server_id: None,
         })
+    }
+
+    /// Makes the next acquisition learn the server's `run_id` into `id`, in the same script
+    /// (no round trip of its own): a Redlock quorum tells by it one server named twice
+    /// under two spellings (`127.1` and `127.0.0.1`, a unix socket and a TCP port).
+    pub fn identify(&mut self, id: Arc<OnceLock<String>>) {
+        self.server_id = Some(id);
     }
 
     /// The key this holder renews and releases: its slot, or the lock's key before it has
@@ -82,6 +94,10 @@ impl SingleRedis {
             if self.listening { b"1" } else { b"0" },
             arrival.as_bytes(),
             self.channels.sharded_arg(),
+            match &self.server_id {
+                Some(id) if id.get().is_none() => b"1",
+                _ => b"0",
+            },
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -89,16 +105,28 @@ impl SingleRedis {
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
+        let server = self.link.display().to_string();
+        let server_id = self.server_id.as_ref();
         loop {
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(deadline, |session| {
-                    let reply: (i64, i64, redis::Value, u32) =
-                        session.eval(&ACQUIRE, &keys, &args)?;
+                    let (status, number, value, ahead, repaired, run_id): (
+                        i64,
+                        i64,
+                        redis::Value,
+                        u32,
+                        u32,
+                        String,
+                    ) = session.eval(&ACQUIRE, &keys, &args)?;
                     let sent_at = session.sent_at.unwrap_or_else(Instant::now);
-                    if reply.0 == 1 {
+                    warn_repaired(repaired, key, &server);
+                    if let Some(id) = server_id.filter(|_| !run_id.is_empty()) {
+                        let _ = id.set(run_id);
+                    }
+                    if status == 1 {
                         confirm_replicated(session, replica_wait, key);
                     }
-                    Ok((reply, sent_at))
+                    Ok(((status, number, value, ahead), sent_at))
                 });
             match reply {
                 Ok(((1, slot, fence, _), sent_at)) => {
@@ -188,9 +216,12 @@ impl SingleRedis {
         // split between two masters, a master failing over): nothing ran, so it is sent
         // again, after a pause that doubles, until the deadline.
         let mut pause = RELEASE_RETRY_MIN;
+        let (lock_key, server) = (&self.lock.key, self.link.display().to_string());
         let released: i64 = loop {
             let sent = self.link.call(Some(deadline), |session| {
-                session.eval(&RELEASE, &keys, &args)
+                let (released, repaired): (i64, u32) = session.eval(&RELEASE, &keys, &args)?;
+                warn_repaired(repaired, lock_key, &server);
+                Ok(released)
             });
             match sent {
                 Err(err) if is_try_later(&err) && Instant::now() + pause < deadline => {
@@ -289,6 +320,22 @@ impl LockBackend for SingleRedis {
 
     fn describe(&self) -> &str {
         self.link.display()
+    }
+}
+
+/// Warns that a script found entries in the woken waiters' record of `key` that are not
+/// wake-up times (another client wrote them), and took them out (`woken_since` in
+/// `scripts/prelude.lua`).
+fn warn_repaired(repaired: u32, key: &Key, server: &str) {
+    if repaired > 0 {
+        report::warn(format_args!(
+            "{} on {server} held {repaired} entr{} that {} not a wake-up time redlock-run \
+             could have written (another client wrote it); removed, the waiter is woken \
+             again",
+            queue_keys(key)[1],
+            if repaired == 1 { "y" } else { "ies" },
+            if repaired == 1 { "was" } else { "were" },
+        ));
     }
 }
 

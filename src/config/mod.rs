@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::backend::{
-    colocates, holds_secret, Deployment, Key, Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN,
-    MAX_LIMIT,
+    colocates, holds_secret, shares_keys_with, Deployment, Key, Password, Sources, MAX_KEY_LEN,
+    MAX_LABEL_LEN, MAX_LIMIT,
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
@@ -157,6 +157,13 @@ impl Config {
     pub fn from_args(args: RunArgs) -> Result<Config> {
         let name = args.key.unwrap_or_default();
         let key = full_key(&args.connection.prefix, &name)?;
+        if let Some(other) = shares_keys_with(&key) {
+            bail!(
+                "invalid --key: {key} would share its keys (lock, fence counter, queue or \
+                 semaphore slots) with the lock {other}, and the two would block each other; \
+                 choose another name"
+            );
+        }
 
         let ttl = bounded("--ttl", &args.ttl, lease::MIN_TTL, lease::MAX_TTL)?;
         let renew_every = match &args.renew_every {

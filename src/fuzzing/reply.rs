@@ -46,7 +46,9 @@ pub(super) fn read_script_replies(value: Value) {
         }
     }
     // ACQUIRE: acquired or busy, with the fence and a holder's value.
-    if let Ok((_, _, third, _)) = redis::from_redis_value::<(i64, i64, Value, u32)>(value.clone()) {
+    if let Ok((_, _, third, _, _, _)) =
+        redis::from_redis_value::<(i64, i64, Value, u32, u32, String)>(value.clone())
+    {
         let _ = redis::from_redis_value::<u64>(third.clone());
         if let Ok(holder) = redis::from_redis_value::<Vec<u8>>(third) {
             lock_value(&holder);

@@ -214,3 +214,48 @@ fn names_with_braces_work_everywhere_or_are_refused_up_front_on_a_cluster() {
         out.assert_code(1);
     }
 }
+
+/// Every lock's keys are its own: a name that is another lock's fence counter, queue or
+/// slot (`job{t}:fence` beside `job{t}`), or that would share another lock's (`{orders}`
+/// beside `orders`, with no prefix), is refused up front, and nothing is written.
+#[test]
+fn a_lock_never_shares_its_keys_with_another() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args(["-k", "job{t}", "--", "true"])
+        .run()
+        .assert_code(0);
+    let counter = server.get("redlock:job{t}:fence").expect("a fence counter");
+    for name in ["job{t}:fence", "job{t}:queue", "job{t}:slot:2"] {
+        let out = server
+            .cmd()
+            .args(["-k", name, "--no-wait", "--", "true"])
+            .run();
+        eprintln!(
+            "{name}: exit {:?}, {}",
+            out.status.code(),
+            out.stderr.trim()
+        );
+        out.assert_code(125)
+            .assert_stderr_contains("redlock:job{t}")
+            .assert_stderr_prefixed();
+    }
+    assert_eq!(server.get("redlock:job{t}:fence"), Some(counter));
+
+    let bare = |name: &str| {
+        server
+            .cmd()
+            .args(["--prefix", "", "-k", name, "--no-wait", "--", "true"])
+            .run()
+    };
+    bare("orders").assert_code(0);
+    let out = bare("{orders}");
+    eprintln!(
+        "{{orders}}: exit {:?}, {}",
+        out.status.code(),
+        out.stderr.trim()
+    );
+    out.assert_code(125).assert_stderr_contains("orders");
+    assert!(!server.exists("{orders}"), "nothing written");
+}

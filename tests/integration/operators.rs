@@ -930,6 +930,87 @@ fn fair_waiters_take_the_lock_in_arrival_order() {
     assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
 }
 
+/// The queue outlives its live waiters however long the holder keeps the lock: fair
+/// waiters with a 1s TTL behind a holder with a 20s one are still queued, in order, past
+/// three times their TTL (the queue used to expire then, and the order was lost).
+#[test]
+fn the_fair_queue_outlasts_a_long_lease() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("fairlong");
+    let order = dir.join("order");
+    let holder = hold(
+        server.cmd().args(["-k", "fl", "--fair", "--ttl", "20s"]),
+        &dir,
+        "h",
+    );
+    let waiters: Vec<Running> = (1..=2)
+        .map(|i| fair_waiter(&server, "fl", i, &order, i as i64 - 1, &["--ttl", "1s"]))
+        .collect();
+    let queued = Instant::now();
+    let (queue_ttl, lease) = (server.pttl(&queue_key("fl")), server.pttl("redlock:fl"));
+    eprintln!("queue PTTL {queue_ttl} ms, holder's {lease} ms");
+    assert!(
+        queue_ttl >= lease,
+        "queue PTTL {queue_ttl} ms, lease {lease} ms"
+    );
+    // Past three of the waiters' TTLs, with room to spare: the queue is still there.
+    wait_until(Duration::from_secs(10), "4s to pass", || {
+        queued.elapsed() > Duration::from_secs(4)
+    });
+    assert_eq!(server.zcard(&queue_key("fl")), 2, "the queue expired");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    let ran: Vec<usize> = read_order(&order).iter().map(|e| e.0).collect();
+    assert_eq!(ran, [1, 2]);
+}
+
+/// The queue's record of woken waiters is checked, not trusted: a wake-up time `bad`
+/// written there by another client for the first waiter is dropped at the release, with a
+/// warning from the holder, and the waiters take the lock at once, in order. (A time in
+/// the future used to hold the queue up until the first waiter's own next look, a lease
+/// of 60 s later; one that is not a number failed the release.)
+fn a_bad_wake_up_time_is_repaired(name: &str, bad: &str) {
+    let server = RedisServer::start();
+    let dir = TempDir::new("badwoken");
+    let order = dir.join("order");
+    let holder = hold(
+        server.cmd().args(["-k", name, "--fair", "--ttl", "60s"]),
+        &dir,
+        "h",
+    );
+    let waiters: Vec<Running> = (1..=2)
+        .map(|i| fair_waiter(&server, name, i, &order, i as i64 - 1, &[]))
+        .collect();
+    let first: Vec<String> = server.query(&["ZRANGE", &queue_key(name), "0", "0"]);
+    server.hset(&format!("{}:woken", queue_key(name)), &first[0], bad);
+    holder.let_go();
+    let out = holder.wait();
+    eprintln!("holder: {}", out.stderr.trim());
+    wait_until(Duration::from_secs(10), "the first waiter to run", || {
+        order.exists()
+    });
+    out.assert_code(0).assert_stderr_contains("wake-up time");
+    for waiter in waiters {
+        waiter.wait().assert_code(0);
+    }
+    let ran: Vec<usize> = read_order(&order).iter().map(|e| e.0).collect();
+    assert_eq!(ran, [1, 2]);
+}
+
+#[test]
+fn a_wake_up_time_in_the_future_is_repaired() {
+    let future = (now_ms() + 3_600_000).to_string();
+    a_bad_wake_up_time_is_repaired("wfuture", &future);
+}
+
+#[test]
+fn a_wake_up_time_that_is_not_a_number_is_repaired() {
+    a_bad_wake_up_time_is_repaired("wnan", "soon");
+}
+
 /// A fair waiter SIGKILLed in the middle of the queue does not stall the ones behind it:
 /// the release that would wake it finds nobody listening on its channel, drops it and
 /// wakes the next (well within a second); the rest keep their order.
@@ -1240,4 +1321,44 @@ fn large_fences_stay_exact() {
         holder.let_go();
         holder.wait().assert_code(0);
     }
+}
+
+/// Takes lock `name` once as job `job` and returns its fence, checked against the value.
+#[track_caller]
+fn fence_once(server: &RedisServer, dir: &TempDir, name: &str, job: &str) -> u64 {
+    let holder = hold(server.cmd().args(["-k", name]), dir, job);
+    let fence = fence_of(dir, job);
+    let value = server.lock_value(name).expect("held");
+    assert!(
+        value.contains(&format!("\"fence\":{fence},")),
+        "REDLOCK_FENCE {fence}, value {value}"
+    );
+    holder.let_go();
+    holder.wait().assert_code(0);
+    fence
+}
+
+/// A fence never goes back when the server forgets its counter (FLUSHALL, a restart
+/// without persistence): the next one is still larger than every one before.
+#[test]
+fn fences_grow_after_the_server_forgets_its_counter() {
+    let mut server = RedisServer::start();
+    let dir = TempDir::new("fenceforgot");
+    let first = fence_once(&server, &dir, "forgot", "first");
+    let second = fence_once(&server, &dir, "forgot", "second");
+    assert!(second > first, "{second} after {first}");
+    server.query::<()>(&["FLUSHALL"]);
+    let flushed = fence_once(&server, &dir, "forgot", "flushed");
+    eprintln!("fences {first}, {second}, after FLUSHALL {flushed}");
+    assert!(
+        flushed > second,
+        "after FLUSHALL {flushed}, before {second}"
+    );
+    server.restart();
+    let restarted = fence_once(&server, &dir, "forgot", "restarted");
+    eprintln!("after a restart without persistence {restarted}");
+    assert!(
+        restarted > flushed,
+        "after a restart {restarted}, before {flushed}"
+    );
 }

@@ -229,3 +229,66 @@ fn a_waiter_gone_with_its_connection_open_delays_the_queue_by_one_ttl_at_most() 
         frozen.signal(libc::SIGKILL);
     }
 }
+
+/// Calls of `EVALSHA` (every try of a waiter is one) since the last `CONFIG RESETSTAT`.
+fn tries_served(server: &RedisServer) -> u64 {
+    server
+        .command_stats()
+        .into_iter()
+        .find(|(name, _)| name == "evalsha")
+        .map_or(0, |(_, calls)| calls)
+}
+
+/// A burst of messages on a lock's release channel (a buggy or hostile client) is
+/// coalesced: the waiter tries a few times, not once a message, and still takes the lock
+/// at the holder's real release.
+#[test]
+fn a_burst_of_release_notices_is_coalesced() {
+    const BURST: u64 = 20_000;
+    let server = RedisServer::start();
+    let dir = TempDir::new("burst");
+    let holder = hold(server.cmd().args(["-k", "burst"]), &dir, "h");
+    let ran = dir.join("ran");
+    let waiter = server
+        .cmd()
+        .args(["-k", "burst", "--shell"])
+        .arg(format!("touch '{}'", ran.display()))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() == 1
+    });
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut server.connection())
+        .expect("CONFIG RESETSTAT");
+    let mut burst = redis::pipe();
+    for number in 0..BURST {
+        burst
+            .cmd("PUBLISH")
+            .arg(format!("redlock-run:released:{PREFIX}burst"))
+            .arg(format!("{{\"token\":\"x\"#{number}"))
+            .ignore();
+    }
+    let _: () = burst
+        .query(&mut server.connection())
+        .expect("the burst of PUBLISH");
+    // Until the tries stop: a second without one.
+    let (mut last, mut since) = (u64::MAX, Instant::now());
+    wait_until(
+        Duration::from_secs(120),
+        "the waiter's tries to stop",
+        || {
+            let now = tries_served(&server);
+            if now != last {
+                (last, since) = (now, Instant::now());
+            }
+            since.elapsed() > Duration::from_secs(1)
+        },
+    );
+    eprintln!("{BURST} notices, {last} tries");
+    assert!(last <= BURST / 10, "{last} tries for {BURST} notices");
+    assert!(!ran.exists(), "the waiter ran while the lock was held");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter.wait().assert_code(0);
+}

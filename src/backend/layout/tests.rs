@@ -219,6 +219,42 @@ proptest! {
         prop_assert_eq!((sharded.sharded_arg(), plain.sharded_arg()), (&b"1"[..], &b"0"[..]));
     }
 
+    /// Every lock's keys are its own: two names that may both be locks (neither refused by
+    /// `shares_keys_with`) have no key in common. The second name is drawn near the first
+    /// (one of its keys, or it in braces, or its braces taken off) as well as at random.
+    #[test]
+    fn no_two_locks_share_a_key(
+        a in name(),
+        other in name(),
+        near in 0usize..8,
+        slot in 2u32..=MAX_LIMIT,
+    ) {
+        let keys_of = |key: &Key| {
+            let mut keys = vec![slot_key(key, 1), slot_key(key, 2), slot_key(key, slot)];
+            keys.extend([fence_key(key), limit_key(key)]);
+            keys.extend(queue_keys(key));
+            keys
+        };
+        let bytes = a.as_bytes();
+        let b = match near {
+            0..=5 => keys_of(&a)[near].clone(),
+            6 => Key::from("{").followed_by(bytes).followed_by(b"}"),
+            _ => bytes
+                .strip_prefix(b"{")
+                .and_then(|inner| inner.strip_suffix(b"}"))
+                .map_or_else(|| other.clone(), Key::new),
+        };
+        for b in [b, other] {
+            if a == b || shares_keys_with(&a).is_some() || shares_keys_with(&b).is_some() {
+                continue;
+            }
+            let theirs = keys_of(&b);
+            for key in keys_of(&a) {
+                prop_assert!(!theirs.contains(&key), "{:?} and {:?} share {:?}", a, b, key);
+            }
+        }
+    }
+
     /// A lock's own name is not taken for another lock's bookkeeping unless it ends like
     /// one; whatever is returned is shorter than the name.
     #[test]

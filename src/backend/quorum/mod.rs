@@ -193,6 +193,18 @@ impl LockBackend for Quorum {
             refusals,
         } = heard;
         tally.timed_out = end == RoundEnd::OutOfTime;
+        // One server named twice would count twice towards the majority. Its addresses
+        // were compared at start-up; what it is, only its answer can tell.
+        if let Some((earlier, later, run_id)) = self.nodes.same_server() {
+            let err = anyhow!(
+                "--redis {} and {} are the same server (run_id {run_id}): each Redlock node \
+                 must be a separate server",
+                self.nodes.display(earlier),
+                self.nodes.display(later)
+            );
+            self.let_go(&tally, false);
+            return Err(err);
+        }
 
         if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {

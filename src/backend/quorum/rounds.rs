@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -36,6 +36,8 @@ pub(super) struct Nodes {
     /// Waiting goes on meanwhile (a node runs its requests in order, so the next attempt
     /// follows the release); leaving waits for it, lest the key stay behind for a TTL.
     unconfirmed: RefCell<Option<PendingRelease>>,
+    /// Each node's server's `run_id`, once its first acquisition learnt it.
+    server_ids: Vec<Arc<OnceLock<String>>>,
 }
 
 struct PendingRelease {
@@ -115,8 +117,11 @@ impl Nodes {
     ) -> Result<Nodes> {
         let (replies_tx, replies) = mpsc::channel();
         let mut nodes = Vec::with_capacity(targets.len());
+        let server_ids: Vec<Arc<OnceLock<String>>> =
+            targets.iter().map(|_| Arc::default()).collect();
         for (index, target) in targets.iter().enumerate() {
-            let single = SingleRedis::new(target, timeout, lock.clone())?;
+            let mut single = SingleRedis::new(target, timeout, lock.clone())?;
+            single.identify(Arc::clone(&server_ids[index]));
             let (jobs, queue) = mpsc::channel();
             let replies_tx = replies_tx.clone();
             std::thread::Builder::new()
@@ -133,6 +138,19 @@ impl Nodes {
             replies,
             round: 0,
             unconfirmed: RefCell::new(None),
+            server_ids,
+        })
+    }
+
+    /// Two nodes whose servers answered with the same `run_id` (one server named twice),
+    /// with that id; `None` while no two known ids agree.
+    pub(super) fn same_server(&self) -> Option<(usize, usize, &str)> {
+        self.server_ids.iter().enumerate().find_map(|(later, id)| {
+            let id = id.get()?;
+            let earlier = self.server_ids[..later]
+                .iter()
+                .position(|other| other.get() == Some(id))?;
+            Some((earlier, later, id.as_str()))
         })
     }
 

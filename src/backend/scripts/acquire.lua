@@ -17,6 +17,8 @@
 -- ARGV[9]  when this waiter joined, in ms since the epoch, the same on every Redlock node;
 --          '0': now, by the server's clock
 -- ARGV[10] '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- ARGV[11] '1' to return this server's run_id (Redlock: a server named twice, under two
+--          spellings, is found by it), '0' not
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -25,7 +27,23 @@
 --           itself; holder: one holder's value, '' if none; ahead: with --fair, the live
 --           waiters queued before this one);
 --         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
---           0 for a value redlock-run did not write).
+--           0 for a value redlock-run did not write);
+--         each with a fifth element: how many entries of the woken waiters' record were
+--           not wake-up times and were taken out (see `woken_since`); and a sixth: the
+--           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
+--           not run INFO.
+local server = ''
+if ARGV[11] == '1' then
+  local info = redis.pcall('INFO', 'server')
+  if type(info) == 'string' then
+    server = string.match(info, 'run_id:(%x+)') or ''
+  end
+end
+
+local function reply(status, number, text, ahead)
+  return {status, number, text, ahead, repaired, server}
+end
+
 local n = tonumber(ARGV[4])
 local identity = ARGV[1]
 local ttl = tonumber(ARGV[3])
@@ -34,7 +52,7 @@ local ttl = tonumber(ARGV[3])
 -- when the slots it would look at are free.
 local declared = read(KEYS[n + 1])
 if type(declared) == 'string' and tonumber(declared) ~= n then
-  return {-1, tonumber(declared) or 0, '', 0}
+  return reply(-1, tonumber(declared) or 0, '', 0)
 end
 local free = {}
 local soonest = -1
@@ -58,11 +76,11 @@ for i = 1, n do
       -- An earlier attempt of ours landed but its reply was lost: it is ours.
       call('PEXPIRE', KEYS[i], ARGV[3])
       local fence = string.match(current, '"fence":(%d+)')
-      return {1, i, fence or '0', 0}
+      return reply(1, i, fence or '0', 0)
     end
     local other = string.match(current, '"limit":(%d+)}$')
     if other and tonumber(other) ~= n then
-      return {-1, tonumber(other), '', 0}
+      return reply(-1, tonumber(other), '', 0)
     end
     if holder == '' then holder = current end
     held_for(KEYS[i])
@@ -81,12 +99,15 @@ local function wait_in_queue(pttl, ahead)
     local arrival = tonumber(ARGV[9])
     call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
     -- The queue outlives its waiters by a little, should they all vanish with no release
-    -- left to find them gone.
-    if call('PTTL', queue) < 3 * ttl then
-      call('PEXPIRE', queue, 3 * ttl)
+    -- left to find them gone. A live waiter comes back when told (`pttl`, or in 10 s when
+    -- nothing will free up by itself: wait.rs), however long the holder's lease or
+    -- --min-hold: the queue lasts until then, and a little more.
+    local keep = 3 * ttl + (pttl >= 0 and pttl or 10000)
+    if call('PTTL', queue) < keep then
+      call('PEXPIRE', queue, keep)
     end
   end
-  return {0, pttl, holder, ahead}
+  return reply(0, pttl, holder, ahead)
 end
 
 if ARGV[5] == '1' then
@@ -105,12 +126,12 @@ if ARGV[5] == '1' then
     if ahead >= #free or not first or first == token then
       break
     end
-    local since = call('HGET', woken, first)
-    if since and now - tonumber(since) > ttl then
+    local since = woken_since(woken, first, now)
+    if since and now - since > ttl then
       call('ZREM', queue, first)
       call('HDEL', woken, first)
     elseif since then
-      local left = ttl - (now - tonumber(since))
+      local left = ttl - (now - since)
       if soonest < 0 or left < soonest then soonest = left end
       ahead, at = ahead + 1, at + 1
     else
@@ -162,10 +183,19 @@ may(nil, 'HDEL', woken, token)
 may(nil, 'TIME')
 -- Taking a slot is leaving the queue.
 call('ZREM', queue, token)
+-- The fence: one past the counter. A missing counter (a new lock, or a server that lost its
+-- data: a restart without persistence, FLUSHALL, an eviction, a failover to a replica that
+-- never saw it) starts again from the server's clock in microseconds, which is past every
+-- fence handed out before as long as that clock does not go back (a counter grows by one
+-- a lock taken, never a million a second). Built as digits: a double would round it.
+if call('EXISTS', KEYS[n + 2]) == 0 then
+  local time = call('TIME')
+  call('SET', KEYS[n + 2], time[1] .. string.format('%06d', tonumber(time[2])))
+end
 call('INCR', KEYS[n + 2])
 local fence = call('GET', KEYS[n + 2])
 call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
 if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
 end
-return {1, slot, fence, 0}
+return reply(1, slot, fence, 0)

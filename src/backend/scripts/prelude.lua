@@ -1,5 +1,11 @@
 -- Prepended to every script at build time (backend/scripts.rs).
 --
+-- Scripts read TIME and then write: replicas and the AOF must get the writes, not the
+-- script to run again later (the default from Redis 5; before, it must be asked for).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+
 -- `call` runs a command as redis.call does, but a refusal by the user's ACL raises an error
 -- that names the command (Redis 7 says only "can't run this command", Redis 6.2 wraps it),
 -- so that redlock-run can say what the user may not do.
@@ -77,6 +83,30 @@ local function publish(sharded, channel, message)
   return heard
 end
 
+-- How many entries of the woken waiters' record this script found that no redlock-run
+-- wrote (see `woken_since`) and took out; returned by the scripts that report it, for a
+-- warning.
+local repaired = 0
+
+-- When the waiter `token` was woken, by the record `woken`, in server ms; nil if it was
+-- not. Another client may have written anything there: an entry that is not a time this
+-- server has passed (not digits, or later than `now`) is taken out and the waiter counts
+-- as not woken, so that it is woken again if it is alive. Trusted, a time in the future
+-- would hold the queue up, and one that is not a number would fail every release.
+local function woken_since(woken, token, now)
+  local since = call('HGET', woken, token)
+  if not since then
+    return nil
+  end
+  local at = #since <= 15 and string.match(since, '^%d+$') and tonumber(since)
+  if not at or at > now then
+    call('HDEL', woken, token)
+    repaired = repaired + 1
+    return nil
+  end
+  return at
+end
+
 -- The waiters' queue: `queue` (sorted set: token -> arrival, server ms) holds every waiter
 -- that listens for its own wake-up on `prefix .. token`; `woken` (hash: token -> when it was
 -- woken, server ms) those that were woken and have not tried since. A waiter is alive while
@@ -95,8 +125,8 @@ local function wake_next(queue, woken, prefix, sharded, message, grace, now, fro
     if not first then
       return nil
     end
-    local since = call('HGET', woken, first)
-    if since and now - tonumber(since) > grace then
+    local since = woken_since(woken, first, now)
+    if since and now - since > grace then
       call('ZREM', queue, first)
       call('HDEL', woken, first)
     elseif since then

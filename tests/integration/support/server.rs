@@ -124,7 +124,7 @@ impl RedisServer {
         panic!("redis-server did not start after 5 attempts: {last}");
     }
 
-    fn socket(&self) -> PathBuf {
+    pub fn socket(&self) -> PathBuf {
         self.dir.join("redis.sock")
     }
 
