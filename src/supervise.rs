@@ -354,8 +354,8 @@ impl Supervisor<'_> {
         if self.reaped.is_none() {
             return Ok(None);
         }
-        match self.child.group() {
-            Group::Gone => {}
+        let ended = match self.child.group() {
+            Group::Gone => true,
             Group::Unreachable => {
                 if !self.told_unreachable {
                     self.told_unreachable = true;
@@ -364,20 +364,23 @@ impl Supervisor<'_> {
                 return Ok(None);
             }
             Group::Present => match self.killed_at {
-                Some(at) if at.elapsed() >= UNKILLABLE_WAIT => report::warn(format_args!(
-                    "processes of the command's group are still there {} after SIGKILL \
-                     (stuck in the kernel, in uninterruptible sleep): releasing {} while \
-                     they exist; they die when their system call returns",
-                    report::duration(UNKILLABLE_WAIT),
-                    self.key
-                )),
+                Some(at) if at.elapsed() >= UNKILLABLE_WAIT => {
+                    report::warn(format_args!(
+                        "processes of the command's group are still there {} after SIGKILL \
+                         (stuck in the kernel, in uninterruptible sleep): releasing {} while \
+                         they exist; they die when their system call returns",
+                        report::duration(UNKILLABLE_WAIT),
+                        self.key
+                    ));
+                    false
+                }
                 _ => return Ok(None),
             },
-        }
+        };
         let Some(reaped) = self.reaped.take() else {
             return Ok(None);
         };
-        if reaped.left_processes {
+        if reaped.left_processes && ended {
             report::warn(format_args!(
                 "the command left processes running in its process group; \
                  terminated them before releasing the lock"
