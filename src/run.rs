@@ -293,7 +293,7 @@ fn acquire(
 ) -> Result<Acquisition> {
     let started = Instant::now();
     let waits = config.wait != Wait::For(Duration::ZERO);
-    let blocker = match backend.try_acquire() {
+    let blocker = match backend.try_acquire(None) {
         Ok(Attempt::Acquired { sent_at, fence }) => {
             return Ok(Acquisition::Held {
                 backend,
@@ -363,8 +363,10 @@ fn acquire(
             );
             Ok(not_acquired(config))
         }
+        // Not left politely: that would take another Redis timeout past --wait, and a
+        // waiter whose connections close is dropped from the queue at the next release.
         Waited::Unreachable(err) => {
-            backend.abandon();
+            drop(backend);
             Err(err.context(format!(
                 "cannot take {}: gave up after {}",
                 config.key,

@@ -85,17 +85,24 @@ impl SingleRedis {
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
-        // A failure to connect sent nothing, and is not retried here.
+        // A failure to connect sent nothing, and is not retried here. Both tries fit in one
+        // Redis timeout (or by `deadline`): the first leaves half of it to the retry, so
+        // that a server that never answers costs the timeout once, as `--help` says.
+        let end = budget_end(self.link.timeout(), deadline);
+        let first_end = Instant::now() + end.saturating_duration_since(Instant::now()) / 2;
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
         loop {
+            let until = if retried { end } else { first_end };
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
-                self.link.call(deadline, |session| {
+                self.link.call(Some(until), |session| {
                     let reply: (i64, i64, redis::Value, u32) =
                         session.eval(&ACQUIRE, &keys, &args)?;
                     let sent_at = session.sent_at.unwrap_or_else(Instant::now);
                     if reply.0 == 1 {
+                        // Ours: no retry will be needed, so its time is the confirmation's.
+                        session.extend_to(end);
                         confirm_replicated(session, replica_wait, key);
                     }
                     Ok((reply, sent_at))
@@ -210,8 +217,8 @@ impl SingleRedis {
 }
 
 impl LockBackend for SingleRedis {
-    fn try_acquire(&mut self) -> Result<Attempt> {
-        self.try_acquire_until(None)
+    fn try_acquire(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
+        self.try_acquire_until(deadline)
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
@@ -270,7 +277,8 @@ impl LockBackend for SingleRedis {
         }
     }
 
-    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
+    fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription> {
+        let until = budget_end(self.link.timeout(), deadline);
         // Its own channel, where a release wakes it when it is first in the queue, and the
         // lock's, where a release is announced when nobody is queued.
         let channels = [
@@ -278,9 +286,9 @@ impl LockBackend for SingleRedis {
             self.channels.release.clone(),
         ];
         let subscription = if self.channels.sharded {
-            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink)
+            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink, until)
         } else {
-            notices::subscribe(&mut self.link, &self.lock.key, channels, sink)
+            notices::subscribe(&mut self.link, &self.lock.key, channels, sink, until)
         };
         let subscription = subscription.context("cannot subscribe to release notices")?;
         self.listening = true;
@@ -290,6 +298,12 @@ impl LockBackend for SingleRedis {
     fn describe(&self) -> &str {
         self.link.display()
     }
+}
+
+/// When a call that may take `timeout` must end: then, or at `deadline` if sooner.
+fn budget_end(timeout: Duration, deadline: Option<Instant>) -> Instant {
+    let end = Instant::now() + timeout;
+    deadline.map_or(end, |deadline| deadline.min(end))
 }
 
 /// After taking the lock on a master that has replicas (Sentinel, Cluster), waits up to
@@ -309,6 +323,8 @@ fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &Key) {
         }
         Some(_) => {}
     }
+    // The server must answer before this call's time is up: at most half of what is left.
+    let wait = wait.min(session.time_left() / 2);
     let mut command = redis::cmd("WAIT");
     command.arg(1).arg(wait.as_millis().max(1) as u64);
     match session.query::<i64>(&command) {
