@@ -380,7 +380,11 @@ impl Supervisor<'_> {
         let Some(reaped) = self.reaped.take() else {
             return Ok(None);
         };
-        if reaped.left_processes && ended {
+        if self.told_unreachable {
+            report::verbose(format_args!(
+                "the command's processes out of redlock-run's reach have ended"
+            ));
+        } else if reaped.left_processes && ended {
             report::warn(format_args!(
                 "the command left processes running in its process group; \
                  terminated them before releasing the lock"

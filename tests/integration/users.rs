@@ -179,7 +179,8 @@ fn leftovers_that_run_as_another_user_keep_the_lock_until_they_end() {
     signal(leftover, libc::SIGKILL);
     let out = run.wait();
     out.assert_code(0)
-        .assert_stderr_contains("cannot send SIGTERM to the command's process group");
+        .assert_stderr_contains("cannot send SIGTERM to the command's process group")
+        .assert_stderr_lacks("terminated them");
     assert!(!server.exists("redlock:deploy"), "not released at the end");
 }
 
