@@ -293,7 +293,7 @@ fn acquire(
 ) -> Result<Acquisition> {
     let started = Instant::now();
     let waits = config.wait != Wait::For(Duration::ZERO);
-    let blocker = match backend.try_acquire() {
+    let blocker = match backend.try_acquire(None) {
         Ok(Attempt::Acquired { sent_at, fence }) => {
             return Ok(Acquisition::Held {
                 backend,
@@ -302,7 +302,11 @@ fn acquire(
                 guardian: None,
             })
         }
-        Ok(Attempt::Busy { holder, ahead, .. }) => Some(Blocker { holder, ahead }),
+        Ok(Attempt::Busy { holder, ahead, .. }) => {
+            let blocker = Blocker { holder, ahead };
+            refuse_nested(config, &blocker)?;
+            Some(blocker)
+        }
         // A server that answers "not now" (loading, at its client limit, failing over) is
         // waited out within --wait, like a busy lock. One that cannot be reached at all
         // fails the run at once: waiting for ever on a wrong URL helps no one.
@@ -359,8 +363,10 @@ fn acquire(
             );
             Ok(not_acquired(config))
         }
+        // Not left politely: that would take another Redis timeout past --wait, and a
+        // waiter whose connections close is dropped from the queue at the next release.
         Waited::Unreachable(err) => {
-            backend.abandon();
+            drop(backend);
             Err(err.context(format!(
                 "cannot take {}: gave up after {}",
                 config.key,
@@ -376,6 +382,24 @@ fn acquire(
             Ok(Acquisition::Ended(Outcome::Interrupted { signal }))
         }
     }
+}
+
+/// A run started by the command of the run that holds this very lock (its token holds the
+/// key here) would wait for its own parent for ever: refused, naming that run.
+fn refuse_nested(config: &Config, blocker: &Blocker) -> Result<()> {
+    let Some(outer) = &config.outer_token else {
+        return Ok(());
+    };
+    if blocker.identity().0.as_ref() != Some(outer) {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} is held by the run of redlock-run whose command started this one ({}, token \
+         {outer}, from REDLOCK_TOKEN): a nested run of the same lock would wait for it for \
+         ever; not waiting",
+        config.key,
+        blocker.phrase()
+    )
 }
 
 fn not_acquired(config: &Config) -> Acquisition {

@@ -3,7 +3,15 @@
 //! the lease's end (and tells the guardian each new one), reacts to a lost lock or an ended
 //! `--max-runtime` by terminating the command, and returns once the command and everything
 //! left in its process group are gone. It never talks to Redis.
+//!
+//! Processes the command leaves in its group are waited out by this same loop, so the lease
+//! is kept and watched (and the guardian told) meanwhile. Those that run as another user
+//! (`sudo`, a setuid program) are out of reach of any signal: the loop says so and waits for
+//! them for as long as they run, since releasing the lock then would let a second holder
+//! start beside them. Those that outlive `SIGKILL` (stuck in the kernel) are left after
+//! `UNKILLABLE_WAIT`, with a warning.
 
+use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -13,7 +21,7 @@ use anyhow::{Context, Result};
 use crate::backend::Key;
 use crate::event::{Event, Loss};
 use crate::lease::{self, Lease};
-use crate::process::{Child, Guardian};
+use crate::process::{Child, Group, Guardian};
 use crate::report;
 use crate::signals;
 
@@ -32,6 +40,15 @@ pub enum Ending {
     /// Terminated because the lock was lost (this wins over `MaxRuntime`).
     LockLost,
 }
+
+/// How often to look whether processes the command left in its group have gone.
+const LEFTOVER_POLL: Duration = Duration::from_millis(10);
+/// The same, once they are known to be out of reach (they may run for hours).
+const UNREACHABLE_POLL: Duration = Duration::from_millis(100);
+/// How long processes may outlive `SIGKILL` before the lock is released all the same: one
+/// stuck in the kernel (uninterruptible I/O) dies only when its system call returns, which
+/// may be never, and waiting longer would only delay the release.
+const UNKILLABLE_WAIT: Duration = Duration::from_secs(5);
 
 /// The time limits the supervisor enforces.
 #[derive(Debug, Clone, Copy)]
@@ -59,8 +76,10 @@ pub fn supervise(
         limits,
         ending: Ending::Exited,
         kill_at: None,
-        killed: false,
+        killed_at: None,
         runtime_ends: limits.max_runtime.map(|limit| Instant::now() + limit),
+        reaped: None,
+        told_unreachable: false,
     };
     loop {
         let event = match state.next_timer() {
@@ -71,18 +90,20 @@ pub fn supervise(
             },
             None => Some(events.recv().or_else(|_| unreachable_disconnect())?),
         };
-        let Some(event) = event else { continue };
-        // A deadline that passed before this event was heard is acted on first, so that
-        // the order of the threads' reports cannot decide the outcome: after a pause of
-        // this whole process, the command's death (at the guardian's hand) and the lost
-        // lock arrive together, and the lease's end is what happened first. Renewals are
-        // exempt: one that came in time moves the deadline.
-        if !matches!(event, Event::Renewed { .. }) {
-            if let Some(lost) = state.timer_fired(Instant::now()) {
-                state.handle(lost)?;
+        if let Some(event) = event {
+            // A deadline that passed before this event was heard is acted on first, so that
+            // the order of the threads' reports cannot decide the outcome: after a pause of
+            // this whole process, the command's death (at the guardian's hand) and the lost
+            // lock arrive together, and the lease's end is what happened first. Renewals
+            // are exempt: one that came in time moves the deadline.
+            if !matches!(event, Event::Renewed { .. }) {
+                if let Some(lost) = state.timer_fired(Instant::now()) {
+                    state.handle(lost);
+                }
             }
+            state.handle(event);
         }
-        if let Some(done) = state.handle(event)? {
+        if let Some(done) = state.finished()? {
             return Ok(done);
         }
     }
@@ -107,22 +128,42 @@ struct Supervisor<'a> {
     key: &'a Key,
     limits: Limits,
     ending: Ending,
-    /// Once the command is being terminated: when SIGKILL is due, and whether it was sent.
+    /// Once the command is being terminated: when SIGKILL is due, and when it was sent.
     kill_at: Option<Instant>,
-    killed: bool,
+    killed_at: Option<Instant>,
     runtime_ends: Option<Instant>,
+    /// Once the command's first process has exited: its status, while what it left in its
+    /// group is ended.
+    reaped: Option<Reaped>,
+    /// Whether the user was told that the group's processes are out of reach.
+    told_unreachable: bool,
+}
+
+/// The command's first process, reaped.
+struct Reaped {
+    status: io::Result<ExitStatus>,
+    /// Whether it left processes in its group that it was not being told to end already.
+    left_processes: bool,
 }
 
 impl Supervisor<'_> {
-    /// The soonest deadline: SIGKILL due, --max-runtime, or the lease's own end. The renewal
+    /// The soonest deadline: SIGKILL due, --max-runtime, or the lease's own end; and while
+    /// processes the command left are ended, the next look at its group. The renewal
     /// thread reports a loss itself, but it may be stuck in a slow read; the lease is watched
     /// here as well, so that nothing in Redis I/O can delay the command's termination.
     fn next_timer(&self) -> Option<Instant> {
         let lease_ends = (self.ending != Ending::LockLost).then(|| self.lease.give_up_at());
+        let poll = if self.told_unreachable {
+            UNREACHABLE_POLL
+        } else {
+            LEFTOVER_POLL
+        };
+        let look = self.reaped.as_ref().map(|_| Instant::now() + poll);
         [
-            self.kill_at.filter(|_| !self.killed),
+            self.kill_at.filter(|_| self.killed_at.is_none()),
             self.runtime_ends,
             lease_ends,
+            look,
         ]
         .into_iter()
         .flatten()
@@ -145,7 +186,7 @@ impl Supervisor<'_> {
         if self.runtime_ends.is_some_and(|at| now >= at) {
             self.runtime_ends = None;
             if self.kill_at.is_none() {
-                self.child.terminate_group();
+                let sent = self.child.terminate_group();
                 self.kill_at = Some(now + self.limits.kill_after);
                 self.ending = Ending::MaxRuntime;
                 report::error_as(
@@ -157,17 +198,18 @@ impl Supervisor<'_> {
                         report::duration(self.limits.kill_after)
                     ),
                 );
+                told(libc::SIGTERM, sent);
             }
-        } else if self.kill_at.is_some_and(|at| now >= at) && !self.killed {
+        } else if self.kill_at.is_some_and(|at| now >= at) && self.killed_at.is_none() {
             report::verbose(format_args!("sending SIGKILL to the command"));
-            self.child.signal_group(libc::SIGKILL);
-            self.killed = true;
+            told(libc::SIGKILL, self.child.signal_group(libc::SIGKILL));
+            self.killed_at = Some(now);
         }
         None
     }
 
-    /// Reacts to one event; `Some` once the command and its group are gone.
-    fn handle(&mut self, event: Event) -> Result<Option<Supervised>> {
+    /// Reacts to one event.
+    fn handle(&mut self, event: Event) {
         match event {
             Event::Signal {
                 signal,
@@ -176,10 +218,9 @@ impl Supervisor<'_> {
             Event::ChildStopped { signal } => self.stopped(signal),
             Event::Renewed { valid_until } => self.renewed(valid_until),
             Event::LockLost(loss) => self.lost(loss),
-            Event::ChildExited => return self.exited().map(Some),
+            Event::ChildExited => self.exited(),
             Event::Notice(_) => {}
         }
-        Ok(None)
     }
 
     fn forward(&mut self, signal: libc::c_int, from_terminal: bool) {
@@ -193,13 +234,13 @@ impl Supervisor<'_> {
                 "forwarding {} to the command",
                 signals::name(signal)
             ));
-            self.child.signal_group(signal);
+            told(signal, self.child.signal_group(signal));
             // A stopped command would keep a terminating signal pending for ever.
             if matches!(
                 signal,
                 libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT
             ) {
-                self.child.signal_group(libc::SIGCONT);
+                let _ = self.child.signal_group(libc::SIGCONT);
             }
         }
     }
@@ -248,9 +289,9 @@ impl Supervisor<'_> {
                     self.key
                 ),
             );
-            self.child.signal_group(libc::SIGKILL);
+            told(libc::SIGKILL, self.child.signal_group(libc::SIGKILL));
             self.kill_at = Some(Instant::now());
-            self.killed = true;
+            self.killed_at = Some(Instant::now());
             self.ending = Ending::LockLost;
         } else {
             self.child.resume();
@@ -277,7 +318,7 @@ impl Supervisor<'_> {
         };
         let at = self.kill_due(now);
         // Signal first: reporting could block on a full stderr pipe.
-        self.child.terminate_group();
+        let sent = self.child.terminate_group();
         self.kill_at = Some(at);
         report::error_as(
             report::Event::Lost,
@@ -286,26 +327,113 @@ impl Supervisor<'_> {
                 report::duration(at.saturating_duration_since(now))
             ),
         );
+        told(libc::SIGTERM, sent);
     }
 
-    fn exited(&mut self) -> Result<Supervised> {
+    /// The command's first process has exited: reaped at once, and what it left in its
+    /// group told to end (`finished` waits for it).
+    fn exited(&mut self) {
         // Even when the status cannot be had, the group is ended before anything else.
         let status = self.child.reap();
-        let leftovers_kill_at = self.kill_due(Instant::now());
-        if self.child.end_leftovers(leftovers_kill_at) && self.kill_at.is_none() {
+        let left = self.child.group() != Group::Gone;
+        let left_processes = left && self.kill_at.is_none();
+        if left {
+            let at = self.kill_due(Instant::now());
+            told(libc::SIGTERM, self.child.terminate_group());
+            self.kill_at = Some(at);
+        }
+        self.reaped = Some(Reaped {
+            status,
+            left_processes,
+        });
+    }
+
+    /// Once the command's first process has been reaped: `Some` when nothing is left of its
+    /// group, or nothing more can be done for what is (see the module doc).
+    fn finished(&mut self) -> Result<Option<Supervised>> {
+        if self.reaped.is_none() {
+            return Ok(None);
+        }
+        let ended = match self.child.group() {
+            Group::Gone => true,
+            Group::Unreachable => {
+                if !self.told_unreachable {
+                    self.told_unreachable = true;
+                    self.tell_unreachable();
+                }
+                return Ok(None);
+            }
+            Group::Present => match self.killed_at {
+                Some(at) if at.elapsed() >= UNKILLABLE_WAIT => {
+                    report::warn(format_args!(
+                        "processes of the command's group are still there {} after SIGKILL \
+                         (stuck in the kernel, in uninterruptible sleep): releasing {} while \
+                         they exist; they die when their system call returns",
+                        report::duration(UNKILLABLE_WAIT),
+                        self.key
+                    ));
+                    false
+                }
+                _ => return Ok(None),
+            },
+        };
+        let Some(reaped) = self.reaped.take() else {
+            return Ok(None);
+        };
+        if self.told_unreachable {
+            report::verbose(format_args!(
+                "the command's processes out of redlock-run's reach have ended"
+            ));
+        } else if reaped.left_processes && ended {
             report::warn(format_args!(
                 "the command left processes running in its process group; \
                  terminated them before releasing the lock"
             ));
         }
         self.child.return_terminal();
-        let status = status.context("cannot collect the command's status")?;
+        let status = reaped
+            .status
+            .context("cannot collect the command's status")?;
         report::verbose(format_args!("command ended: {status}"));
-        Ok(Supervised {
+        Ok(Some(Supervised {
             status,
             ending: self.ending,
-        })
+        }))
     }
+
+    /// The group's processes all run as another user: no signal reaches them, and the lock
+    /// is not released under them.
+    fn tell_unreachable(&self) {
+        if self.ending == Ending::LockLost {
+            report::warn(format_args!(
+                "the command's processes that run as another user run on without {}, out of \
+                 redlock-run's reach; waiting for them to end",
+                self.key
+            ));
+        } else {
+            report::warn(format_args!(
+                "the command's processes that run as another user (sudo, a setuid program) \
+                 are out of redlock-run's reach, which may not signal them; keeping {} until \
+                 they end",
+                self.key
+            ));
+        }
+    }
+}
+
+/// Says so when a signal to the command's group reached none of it.
+fn told(signal: libc::c_int, sent: io::Result<()>) {
+    let Err(err) = sent else { return };
+    let why = if err.raw_os_error() == Some(libc::EPERM) {
+        " (its processes run as another user, such as under sudo; see README, \
+         \"Signals and process groups\")"
+    } else {
+        ""
+    };
+    report::warn(format_args!(
+        "cannot send {} to the command's process group: {err}{why}",
+        signals::name(signal)
+    ));
 }
 
 /// The signal thread holds a sender for the whole run, so the channel cannot close.

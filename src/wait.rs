@@ -8,8 +8,12 @@
 //! lock, another application's key), and any holder when this Redis user may not subscribe
 //! (its ACL lacks the channel).
 //!
-//! Every wait makes a last attempt at its deadline; one that ends while Redis cannot be
-//! reached says so (`Waited::Unreachable`) instead of calling the lock still held. A
+//! No attempt or subscription of a wait outlasts its deadline, however slowly Redis
+//! answers, and none starts after it: a wait paused past its deadline (`SIGSTOP`, a frozen
+//! VM) gives up when it resumes, without another try. Its last attempt is made a second
+//! before the deadline (half the wait, if that is shorter), so that Redis has time to answer
+//! it. A wait that ends while Redis cannot be reached says so (`Waited::Unreachable`)
+//! instead of calling the lock still held. A
 //! subscription that had to be made again is followed by an attempt at once: a release in
 //! the gap went unheard.
 //!
@@ -54,6 +58,9 @@ const RELEASING_RETRY: Duration = Duration::from_millis(5);
 const RELEASING_TRIES: u32 = 10;
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+/// How long before the wait's deadline its last attempt is made, at most (half the wait at
+/// most): time for Redis to answer it before the deadline.
+const LAST_TRY_LEAD: Duration = Duration::from_secs(1);
 
 #[derive(Debug)]
 pub enum Waited {
@@ -123,7 +130,22 @@ pub fn wait_for_lock(
     // try and no memory, not one try and one queued event each; a notice that comes after
     // the waiter took the pending one sends a new one, so none goes unanswered.
     let pending: Arc<Mutex<Option<String>>> = Arc::default();
+    let last_try_at = plan.deadline.map(|deadline| {
+        deadline - LAST_TRY_LEAD.min(deadline.saturating_duration_since(started) / 2)
+    });
+    let mut last_tried = false;
     loop {
+        // Past the deadline, nothing more is tried, even when this process was paused
+        // through it with a release notice waiting: the wait is over.
+        if plan
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            return Ok(match last_failure {
+                Some(err) => Waited::Unreachable(err),
+                None => Waited::TimedOut,
+            });
+        }
         if matches!(listening, Listening::Not) {
             let notices = events_tx.clone();
             let latest = Arc::clone(&pending);
@@ -137,7 +159,7 @@ pub fn wait_for_lock(
                 }
                 notice => notices.send(Event::Notice(notice)).is_ok(),
             });
-            match backend.subscribe(forward) {
+            match backend.subscribe(forward, plan.deadline) {
                 Ok(subscription) => {
                     listening = Listening::Subscribed {
                         _kept: subscription,
@@ -165,12 +187,13 @@ pub fn wait_for_lock(
             }
         }
 
-        // Subscribed first, then tried: a release between the two cannot be missed. At the
-        // deadline, one last try whatever the schedule.
-        let at_deadline = plan.deadline.is_some_and(|d| Instant::now() >= d);
+        // Subscribed first, then tried: a release between the two cannot be missed. Near
+        // the deadline, one last try whatever the schedule.
+        let last_try = !last_tried && last_try_at.is_some_and(|at| Instant::now() >= at);
         let listens = !matches!(listening, Listening::Not);
-        if (listens && Instant::now() >= next_try) || at_deadline {
-            match backend.try_acquire() {
+        if (listens && Instant::now() >= next_try) || last_try {
+            last_tried |= last_try;
+            match backend.try_acquire(plan.deadline) {
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
                 }
@@ -232,16 +255,13 @@ pub fn wait_for_lock(
         }
 
         let now = Instant::now();
-        if at_deadline {
-            return Ok(match last_failure {
-                Some(err) => Waited::Unreachable(err),
-                None => Waited::TimedOut,
-            });
-        }
         announcer.speak_if_due(key, now);
         let mut wake_at = plan
             .deadline
             .map_or(next_try, |deadline| next_try.min(deadline));
+        if let Some(at) = last_try_at.filter(|_| !last_tried) {
+            wake_at = wake_at.min(at);
+        }
         if let Some(due) = announcer.due_at() {
             wake_at = wake_at.min(due);
         }

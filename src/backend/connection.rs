@@ -132,6 +132,18 @@ impl Session<'_> {
             .map_err(|(err, node)| describe_error(err, &node))
     }
 
+    /// How long the next command may take: until the call's deadline, or the configured
+    /// timeout if sooner.
+    pub fn time_left(&self) -> Duration {
+        time_left(self.timeout, self.deadline).unwrap_or_default()
+    }
+
+    /// The rest of the call may run until `deadline` instead (the time a retry would have
+    /// had, once none is needed).
+    pub fn extend_to(&mut self, deadline: Instant) {
+        self.deadline = Some(deadline);
+    }
+
     /// The connections are not to be used again after this call, although it succeeded.
     pub fn spoil(&mut self) {
         self.spoiled = true;
@@ -271,10 +283,14 @@ impl Link {
 
     /// A connection of its own, not shared with commands and with no read or write timeout,
     /// to the server that holds `key` (in a cluster: or to the node at `at`, where a
-    /// redirection said the key is now): for a subscription, which borrows it for as long
-    /// as it lives.
-    pub fn open_subscriber(&mut self, key: &Key, at: Option<&str>) -> Result<Connection> {
-        let until = Instant::now() + self.timeout;
+    /// redirection said the key is now), made by `until`: for a subscription, which borrows
+    /// it for as long as it lives.
+    pub fn open_subscriber(
+        &mut self,
+        key: &Key,
+        at: Option<&str>,
+        until: Instant,
+    ) -> Result<Connection> {
         self.endpoint.open_for(key.as_bytes(), at, until)
     }
 

@@ -190,8 +190,9 @@ impl Drop for Subscription {
 /// A lock in some Redis deployment. Each call is bounded in time: by the configured Redis
 /// timeout, and by `deadline` where one is given.
 pub trait LockBackend: Send {
-    /// One attempt to take the lock. Errors are transport or server failures.
-    fn try_acquire(&mut self) -> Result<Attempt>;
+    /// One attempt to take the lock, given up at `deadline` (a wait's), and within the
+    /// Redis timeout in any case. Errors are transport or server failures.
+    fn try_acquire(&mut self, deadline: Option<Instant>) -> Result<Attempt>;
 
     /// Extend the lease, giving up at `deadline`.
     fn renew(&mut self, deadline: Instant) -> Result<Renewal>;
@@ -209,8 +210,9 @@ pub trait LockBackend: Send {
     fn rest(&mut self);
 
     /// Subscribe to release notices, passed to `sink` as they come. Returns once the
-    /// subscription is active, so a release after this call returns is never missed.
-    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription>;
+    /// subscription is active, so a release after this call returns is never missed; gives
+    /// up at `deadline`, and within the Redis timeout in any case.
+    fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription>;
 
     /// Where the lock lives, safe to print.
     fn describe(&self) -> &str;

@@ -16,13 +16,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, ServerErrorKind, Value};
 
 use super::connection::Link;
-use super::error::{describe_error, is_permission_error, BackendError};
+use super::error::{describe_error, is_permission_error, time_left, BackendError};
 use super::layout::Key;
 use super::{Notice, NoticeSink, Subscription};
 
@@ -34,16 +34,17 @@ const SUBSCRIBER_CHECK: Duration = Duration::from_secs(1);
 const MAX_REDIRECTS: u32 = 5;
 
 /// Subscribes to `channels` on the server that holds `key` (plain pub/sub). Returns once the
-/// subscription is active, so a release after this returns is never missed.
+/// subscription is active, so a release after this returns is never missed; gives up at
+/// `until`.
 pub fn subscribe(
     link: &mut Link,
     key: &Key,
     channels: [Key; 2],
     sink: NoticeSink,
+    until: Instant,
 ) -> Result<Subscription> {
-    let mut connection = link.open_subscriber(key, None)?;
+    let mut connection = link.open_subscriber(key, None, until)?;
     let display = link.display().to_string();
-    let timeout = link.timeout();
     let (ready_tx, ready_rx) = mpsc::channel();
     let subscription = Subscription::new();
     let stopped = subscription.stopped_flag();
@@ -56,15 +57,16 @@ pub fn subscribe(
             // channel) is an error here: the redis crate's own `subscribe` drops the
             // server's error reply, and the subscription would silently never hear.
             // One channel a command, so that each reply is read before the next.
-            let subscribed = connection
-                .set_read_timeout(Some(timeout))
-                .and_then(|()| {
-                    for channel in &channels {
-                        redis::cmd("SUBSCRIBE")
-                            .arg(channel)
-                            .query::<Value>(&mut connection)?;
-                    }
-                    Ok(())
+            // Each within what is left of the time it was given.
+            let subscribed = channels
+                .iter()
+                .try_for_each(|channel| {
+                    let left = time_left(Duration::MAX, Some(until))?;
+                    connection.set_read_timeout(Some(left))?;
+                    redis::cmd("SUBSCRIBE")
+                        .arg(channel)
+                        .query::<Value>(&mut connection)
+                        .map(drop)
                 })
                 .and_then(|()| connection.set_read_timeout(Some(SUBSCRIBER_CHECK)));
             if let Err(err) = subscribed {
@@ -84,31 +86,32 @@ pub fn subscribe(
 }
 
 /// Subscribes to `channels` (both in `key`'s hash slot) on the master of that slot, by
-/// `SSUBSCRIBE` where the server allows it. Returns once the subscription is active.
+/// `SSUBSCRIBE` where the server allows it. Returns once the subscription is active; gives
+/// up at `until`.
 pub fn subscribe_sharded(
     link: &mut Link,
     key: &Key,
     channels: [Key; 2],
     sink: NoticeSink,
+    until: Instant,
 ) -> Result<Subscription> {
     let display = link.display().to_string();
     // Where a `MOVED` said the slot is now: asked directly, as the node that gave the slot
     // map may not know yet.
     let mut redirected: Option<String> = None;
     let mut redirects = 0;
-    let timeout = link.timeout();
     // Whatever fails, the slot map may be why (a master that died or gave the slot away):
     // the next attempt reads it again.
     let (connection, early) = loop {
-        let mut connection = match link.open_subscriber(key, redirected.as_deref()) {
+        let mut connection = match link.open_subscriber(key, redirected.as_deref(), until) {
             Ok(connection) => connection,
             Err(err) => {
                 link.moved();
                 return Err(err);
             }
         };
-        let subscribed = connection
-            .set_read_timeout(Some(timeout))
+        let subscribed = time_left(Duration::MAX, Some(until))
+            .and_then(|left| connection.set_read_timeout(Some(left)))
             .and_then(|()| shard_subscribe(&mut connection, &channels))
             .and_then(|early| {
                 connection.set_read_timeout(Some(SUBSCRIBER_CHECK))?;

@@ -101,15 +101,20 @@ impl SingleRedis {
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
-        // A failure to connect sent nothing, and is not retried here.
+        // A failure to connect sent nothing, and is not retried here. Both tries fit in one
+        // Redis timeout (or by `deadline`): the first leaves half of it to the retry, so
+        // that a server that never answers costs the timeout once, as `--help` says.
+        let end = budget_end(self.link.timeout(), deadline);
+        let first_end = Instant::now() + end.saturating_duration_since(Instant::now()) / 2;
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
         let server = self.link.display().to_string();
         let server_id = self.server_id.as_ref();
         loop {
+            let until = if retried { end } else { first_end };
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
-                self.link.call(deadline, |session| {
+                self.link.call(Some(until), |session| {
                     let (status, number, value, ahead, repaired, run_id): (
                         i64,
                         i64,
@@ -124,6 +129,8 @@ impl SingleRedis {
                         let _ = id.set(run_id);
                     }
                     if status == 1 {
+                        // Ours: no retry will be needed, so its time is the confirmation's.
+                        session.extend_to(end);
                         confirm_replicated(session, replica_wait, key);
                     }
                     Ok(((status, number, value, ahead), sent_at))
@@ -241,8 +248,8 @@ impl SingleRedis {
 }
 
 impl LockBackend for SingleRedis {
-    fn try_acquire(&mut self) -> Result<Attempt> {
-        self.try_acquire_until(None)
+    fn try_acquire(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
+        self.try_acquire_until(deadline)
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
@@ -301,7 +308,8 @@ impl LockBackend for SingleRedis {
         }
     }
 
-    fn subscribe(&mut self, sink: NoticeSink) -> Result<Subscription> {
+    fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription> {
+        let until = budget_end(self.link.timeout(), deadline);
         // Its own channel, where a release wakes it when it is first in the queue, and the
         // lock's, where a release is announced when nobody is queued.
         let channels = [
@@ -309,9 +317,9 @@ impl LockBackend for SingleRedis {
             self.channels.release.clone(),
         ];
         let subscription = if self.channels.sharded {
-            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink)
+            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink, until)
         } else {
-            notices::subscribe(&mut self.link, &self.lock.key, channels, sink)
+            notices::subscribe(&mut self.link, &self.lock.key, channels, sink, until)
         };
         let subscription = subscription.context("cannot subscribe to release notices")?;
         self.listening = true;
@@ -339,6 +347,12 @@ fn warn_repaired(repaired: u32, key: &Key, server: &str) {
     }
 }
 
+/// When a call that may take `timeout` must end: then, or at `deadline` if sooner.
+fn budget_end(timeout: Duration, deadline: Option<Instant>) -> Instant {
+    let end = Instant::now() + timeout;
+    deadline.map_or(end, |deadline| deadline.min(end))
+}
+
 /// After taking the lock on a master that has replicas (Sentinel, Cluster), waits up to
 /// `wait` for one of them to confirm the write. Replication is asynchronous: a failover to a
 /// replica that never saw the lock loses it (and the fence number), and a second holder can
@@ -356,6 +370,8 @@ fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &Key) {
         }
         Some(_) => {}
     }
+    // The server must answer before this call's time is up: at most half of what is left.
+    let wait = wait.min(session.time_left() / 2);
     let mut command = redis::cmd("WAIT");
     command.arg(1).arg(wait.as_millis().max(1) as u64);
     match session.query::<i64>(&command) {

@@ -56,6 +56,10 @@ pub struct Config {
     /// Variables of ours left out of the command's environment: those that hold a password.
     pub hidden_env: Vec<&'static str>,
     pub verbosity: Verbosity,
+    /// When this run is started by the command of a run of the same key (its `REDLOCK_KEY`
+    /// is ours): that run's `REDLOCK_TOKEN`. Whether it is the same lock, Redis says: the
+    /// key holds that token there or not.
+    pub outer_token: Option<String>,
 }
 
 /// What the command line asks for.
@@ -252,6 +256,7 @@ impl Config {
             }
         }
 
+        let outer_token = outer_token(&key);
         let verbosity = if args.quiet {
             Verbosity::Quiet
         } else if args.verbose {
@@ -283,6 +288,7 @@ impl Config {
                 secret_variables()
             },
             verbosity,
+            outer_token,
         })
     }
 
@@ -296,6 +302,19 @@ impl Config {
             .to_string_lossy()
             .into_owned()
     }
+}
+
+/// The `REDLOCK_TOKEN` of the run whose command started this one, if that run holds `key`
+/// by name (the variables a run gives its command, README, "Environment given to the
+/// command").
+fn outer_token(key: &Key) -> Option<String> {
+    let outer_key = std::env::var_os("REDLOCK_KEY")?;
+    if outer_key.as_bytes() != key.as_bytes() {
+        return None;
+    }
+    std::env::var("REDLOCK_TOKEN")
+        .ok()
+        .filter(|token| !token.is_empty())
 }
 
 /// Our variables that hold a password: REDLOCK_PASSWORD, and REDLOCK_REDIS when one of

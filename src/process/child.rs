@@ -12,12 +12,16 @@
 //!   and can be waited for before the lock is released.
 //! - The command's exit is observed with `waitid(WNOWAIT)`: it stays a zombie, its pid and
 //!   group id cannot be reused, until `reap`, so a signal never reaches a stranger.
+//! - A process of the group that runs as another user (`sudo`, a setuid program) may not be
+//!   signalled: `kill` fails with EPERM. That is a group still there, never a group gone
+//!   ([`Group::Unreachable`]), and a signal that reached no one is an error for the caller
+//!   to report.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::mpsc::Sender;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 
@@ -25,10 +29,16 @@ use super::guardian::ReadyGuardian;
 use super::spawn::{self as start, Prepared, StartError};
 use crate::event::Event;
 
-/// How often to look whether processes left behind by the command have gone.
-const LEFTOVER_POLL: Duration = Duration::from_millis(10);
-/// How long to wait for processes to vanish after SIGKILL.
-const UNKILLABLE_WAIT: Duration = Duration::from_secs(5);
+/// What is left of the command's process group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Gone,
+    /// Some of its processes, at least, may be signalled by this one.
+    Present,
+    /// Its processes all run as another user (EPERM): they are there, and no signal of
+    /// ours reaches them.
+    Unreachable,
+}
 
 pub struct Child {
     pid: libc::pid_t,
@@ -120,20 +130,28 @@ impl Child {
         self.pid
     }
 
-    /// Sends `signal` to every process of the command's group. A group that is already gone
-    /// is not an error.
-    pub fn signal_group(&self, signal: libc::c_int) {
+    /// Sends `signal` to every process of the command's group that this process may signal.
+    /// A group that is already gone is not an error; one whose processes all run as another
+    /// user is (EPERM): the signal reached none of them.
+    pub fn signal_group(&self, signal: libc::c_int) -> io::Result<()> {
         // SAFETY: killpg takes plain integers. The group id is the leader's pid, which is not
         // reused while the leader is unreaped (or while any member of the group lives).
-        unsafe {
-            libc::killpg(self.pid, signal);
+        if unsafe { libc::killpg(self.pid, signal) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ESRCH) => Ok(()),
+            _ => Err(err),
         }
     }
 
     /// Asks the group to end (SIGTERM, and SIGCONT so a stopped process can act on it).
-    pub fn terminate_group(&self) {
-        self.signal_group(libc::SIGTERM);
-        self.signal_group(libc::SIGCONT);
+    /// The error is SIGTERM's.
+    pub fn terminate_group(&self) -> io::Result<()> {
+        let sent = self.signal_group(libc::SIGTERM);
+        let _ = self.signal_group(libc::SIGCONT);
+        sent
     }
 
     /// Whether the terminal was handed to the command's group.
@@ -171,7 +189,8 @@ impl Child {
                 libc::tcsetpgrp(libc::STDIN_FILENO, self.pid);
             }
         }
-        self.signal_group(libc::SIGCONT);
+        // A command this process may not signal is told of nothing, resumed or not.
+        let _ = self.signal_group(libc::SIGCONT);
     }
 
     /// Collects the exit status of the command, which `watch` has seen exit.
@@ -190,36 +209,6 @@ impl Child {
         }
     }
 
-    /// After the command's first process has been reaped: if other processes of its group
-    /// still run (background jobs it started), terminate them, SIGKILL at `kill_at`, and wait
-    /// until none is left. Returns whether there were any.
-    pub fn end_leftovers(&self, kill_at: Instant) -> bool {
-        if !self.group_alive() {
-            return false;
-        }
-        self.terminate_group();
-        let mut killed_at = None;
-        while self.group_alive() {
-            match killed_at {
-                None if Instant::now() >= kill_at => {
-                    self.signal_group(libc::SIGKILL);
-                    killed_at = Some(Instant::now());
-                }
-                // A process stuck in the kernel (uninterruptible I/O) cannot die yet; SIGKILL
-                // will take it when it returns. Waiting longer would only delay the release.
-                Some(at) if at.elapsed() >= UNKILLABLE_WAIT => break,
-                _ => {}
-            }
-            // Never past `kill_at`: SIGKILL must land by the lease's end, not a poll later.
-            let pause = match killed_at {
-                None => LEFTOVER_POLL.min(kill_at.saturating_duration_since(Instant::now())),
-                Some(_) => LEFTOVER_POLL,
-            };
-            std::thread::sleep(pause);
-        }
-        true
-    }
-
     /// Hands the terminal back to redlock-run's own group, if it was lent.
     pub fn return_terminal(&self) {
         if self.terminal {
@@ -227,7 +216,9 @@ impl Child {
         }
     }
 
-    fn group_alive(&self) -> bool {
+    /// What is left of the command's group, once its first process has been reaped: the
+    /// processes it started (background jobs) may still run.
+    pub fn group(&self) -> Group {
         // Orphans come back to us (subreaper): collect the ones that died, or they would look
         // alive for ever as zombies.
         loop {
@@ -239,7 +230,14 @@ impl Child {
             }
         }
         // SAFETY: signal 0 only checks that the group exists.
-        unsafe { libc::killpg(self.pid, 0) == 0 }
+        if unsafe { libc::killpg(self.pid, 0) } == 0 {
+            return Group::Present;
+        }
+        match io::Error::last_os_error().raw_os_error() {
+            // Members that run as another user: there, though out of our reach.
+            Some(libc::EPERM) => Group::Unreachable,
+            _ => Group::Gone,
+        }
     }
 }
 

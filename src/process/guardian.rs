@@ -22,7 +22,9 @@
 //! - Dismissed: exit.
 //!
 //! The guardian exits once it sees the group gone (it looks at least every second), so that
-//! it does not signal a group id the kernel may have handed to someone else. Forked from a
+//! it does not signal a group id the kernel may have handed to someone else. A group whose
+//! processes run as another user (`sudo`, a setuid program) answers EPERM: it is there, and
+//! the guardian stays, though its signals cannot reach it. Forked from a
 //! process with threads, it calls only async-signal-safe functions and allocates nothing.
 //!
 //! It is a `fork`, with memory of its own, on purpose. A `clone` sharing our memory saved
@@ -180,7 +182,7 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
         loop {
             // Gone (redlock-run is about to dismiss us): never signal a group id that the
             // kernel may hand to someone else.
-            if libc::kill(-group, 0) != 0 {
+            if gone(group) {
                 libc::_exit(0);
             }
             let now = now_ns();
@@ -209,7 +211,7 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
                 0 => {
                     // redlock-run is gone without a word: end the group as it would have,
                     // unless it had ended it already (and died before the dismissal).
-                    if libc::kill(-group, 0) != 0 {
+                    if gone(group) {
                         libc::_exit(0);
                     }
                     terminate(group, lease::kill_deadline(now_ns(), kill_after, lease_end));
@@ -230,7 +232,7 @@ unsafe fn terminate(group: libc::pid_t, kill_at: u64) {
     unsafe {
         libc::kill(-group, libc::SIGTERM);
         libc::kill(-group, libc::SIGCONT);
-        while libc::kill(-group, 0) == 0 {
+        while !gone(group) {
             if now_ns() >= kill_at {
                 libc::kill(-group, libc::SIGKILL);
                 return;
@@ -238,4 +240,14 @@ unsafe fn terminate(group: libc::pid_t, kill_at: u64) {
             libc::poll(std::ptr::null_mut(), 0, POLL_MS);
         }
     }
+}
+
+/// Whether no process is left in `group`. EPERM means processes that run as another user:
+/// still there.
+///
+/// # Safety
+/// Async-signal-safe; for the guardian only.
+unsafe fn gone(group: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 only checks; errno is this thread's.
+    unsafe { libc::kill(-group, 0) != 0 && *libc::__errno_location() != libc::EPERM }
 }

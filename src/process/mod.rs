@@ -11,7 +11,7 @@ mod guardian;
 mod secrets;
 mod spawn;
 
-pub use child::{prepare, spawn, watcher, Child, SpawnError};
+pub use child::{prepare, spawn, watcher, Child, Group, SpawnError};
 pub use guardian::{Guardian, ReadyGuardian};
 pub use secrets::protect as protect_secrets;
 pub use spawn::Prepared as Command;

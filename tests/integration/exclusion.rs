@@ -221,3 +221,56 @@ fn nested_wrapper_uses_its_own_key() {
     );
     assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
 }
+
+/// A job whose script calls a helper that takes the same lock (a deploy script calling a
+/// step that is also run on its own): the inner run would wait for its own parent for ever.
+/// It sees the outer run's `REDLOCK_KEY` and `REDLOCK_TOKEN`, finds that token holding the
+/// key on its Redis, and refuses at once with 125, naming the outer run.
+#[test]
+fn a_nested_run_of_the_same_lock_is_refused_at_once() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("nested");
+    let out = server
+        .cmd()
+        .timeout(Duration::from_secs(20))
+        .args(["-k", "deploy", "--", "sh", "-c"])
+        .arg(format!(
+            "'{BIN}' -k deploy -- touch '{ran}'; echo $? > '{code}'",
+            ran = dir.join("inner_ran").display(),
+            code = dir.join("code").display()
+        ))
+        .run();
+    out.assert_code(0)
+        .assert_stderr_contains("redlock:deploy is held by the run of redlock-run")
+        .assert_stderr_contains("nested");
+    assert_eq!(dir.read("code"), "125");
+    assert!(!dir.exists("inner_ran"));
+    let token = out
+        .stderr
+        .lines()
+        .find(|line| line.contains("is held by the run"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(token.contains("pid"), "the outer run is named: {token}");
+}
+
+/// Nested locks that are not the same lock stay legitimate: another key on the same Redis,
+/// and the same key name on another Redis (the outer run's token does not hold it there).
+#[test]
+fn nested_runs_of_other_locks_work() {
+    let server = RedisServer::start();
+    let other = RedisServer::start();
+    let dir = TempDir::new("nested-other");
+    let out = server
+        .cmd()
+        .args(["-k", "deploy", "--", "sh", "-c"])
+        .arg(format!(
+            "'{BIN}' -k migrate -- touch '{a}' && '{BIN}' -r '{url}' -k deploy -- touch '{b}'",
+            a = dir.join("other_key").display(),
+            b = dir.join("other_redis").display(),
+            url = other.url(),
+        ))
+        .run();
+    out.assert_code(0);
+    assert!(dir.exists("other_key") && dir.exists("other_redis"));
+}

@@ -1141,3 +1141,28 @@ fn keys_holding_other_data_are_busy_and_never_touched() {
     history.check().assert_count(0);
     assert_eq!(server.dbsize(), 4, "keys: {:?}", server.keys());
 }
+
+/// A server that accepts connections but never answers (frozen): taking the lock, the
+/// retry on a fresh connection included, gives up within one `--redis-timeout`, as its
+/// help says.
+#[test]
+fn a_silent_redis_costs_one_redis_timeout() {
+    let server = RedisServer::start();
+    warm_script_cache(&server);
+    server.freeze();
+    let out = server
+        .cmd()
+        .args(["-k", "silent", "--no-wait", "--redis-timeout", "3s"])
+        .args(["--", "true"])
+        .run();
+    server.thaw();
+    eprintln!("silent Redis: gave up after {:?}", out.elapsed);
+    out.assert_code(125)
+        .assert_stderr_contains("no answer in time");
+    // Twice the timeout (6 s) before: the lost reply's retry came on top.
+    assert!(
+        out.elapsed < Duration::from_millis(4500),
+        "gave up after {:?}",
+        out.elapsed
+    );
+}

@@ -21,5 +21,6 @@ mod signals;
 mod support;
 mod terminal;
 mod tls;
+mod users;
 mod waiters;
 mod waiting;

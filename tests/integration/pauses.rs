@@ -98,3 +98,40 @@ fn a_run_stopped_past_its_lease_always_reports_the_lost_lock() {
             .assert_stderr_contains("while redlock-run could not act");
     }
 }
+
+/// A waiter is stopped (`SIGSTOP`, as a paused VM would be) while it waits with `--wait 2s`;
+/// meanwhile the holder releases. Resumed well after its deadline, it must not take the
+/// lock and run: past the deadline means 75.
+#[test]
+fn a_waiter_paused_past_its_deadline_gives_up() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("paused-waiter");
+    let holder = hold(server.cmd().args(["-k", "pw"]), &dir, "holder");
+    let waiter = server
+        .cmd()
+        .args(["-k", "pw", "--wait", "2s", "--", "touch"])
+        .arg(dir.join("waiter_ran"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() >= 1
+    });
+    waiter.signal(libc::SIGSTOP);
+    holder.let_go();
+    holder.wait().assert_code(0);
+    // The pause itself is the premise: the waiter stays stopped until its deadline is
+    // well past (its release notice is waiting in its socket).
+    wait_until(
+        Duration::from_secs(15),
+        "the stopped waiter's deadline to be a second past",
+        || waiter.started().elapsed() > Duration::from_secs(3),
+    );
+    waiter.signal(libc::SIGCONT);
+    let out = waiter.wait();
+    out.assert_code(75)
+        .assert_stderr_contains("still held by another process");
+    assert!(
+        !dir.exists("waiter_ran"),
+        "the waiter ran its command past its deadline"
+    );
+    assert!(!server.exists("redlock:pw"));
+}

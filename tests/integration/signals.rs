@@ -242,3 +242,52 @@ fn a_signal_ignored_by_the_caller_stays_ignored() {
     out.assert_code(0);
     assert_eq!(out.stdout_str().trim(), "survived");
 }
+
+/// A process left in the command's group that `SIGKILL` does not remove. A real one is stuck
+/// in the kernel (uninterruptible sleep), which a test cannot make on demand; a zombie does
+/// the same to the group: it is still a member, and no signal ends it. Here the test process
+/// itself, in the same session, starts a `sleep` that joins the command's group before its
+/// `exec`; redlock-run's signals kill it, and it stays a zombie until the test reaps it.
+/// After `SIGKILL` and 5 s, redlock-run releases the lock all the same, and must say so.
+#[test]
+fn processes_that_outlive_sigkill_are_left_with_a_warning() {
+    use std::os::unix::process::CommandExt;
+
+    let server = RedisServer::start();
+    let dir = TempDir::new("unkillable");
+    let go = dir.join("go");
+    let mut run = server
+        .cmd()
+        .args(["-k", "stuck", "--kill-after", "1s", "--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > '{}'; until [ -e '{}' ]; do sleep 0.02; done",
+            dir.join("pid").display(),
+            go.display()
+        ))
+        .spawn();
+    let group = run.read_pid(&dir.join("pid"));
+    let mut member = std::process::Command::new("sleep");
+    member.arg("100");
+    // SAFETY: setpgid is async-signal-safe and touches no memory.
+    unsafe {
+        member.pre_exec(move || {
+            if libc::setpgid(0, group) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut member = member
+        .spawn()
+        .expect("starting a sleep in the command's group");
+    assert_eq!(pgid_of(member.id() as i32), Some(group));
+    std::fs::write(&go, "").unwrap();
+    let out = run.wait();
+    let _ = member.wait();
+    out.assert_code(0)
+        .assert_stderr_contains("still there 5s after SIGKILL")
+        .assert_stderr_contains("releasing redlock:stuck while they exist")
+        .assert_stderr_lacks("terminated them");
+    assert!(!server.exists("redlock:stuck"));
+}

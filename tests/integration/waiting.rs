@@ -178,3 +178,38 @@ fn evalsha_calls(server: &RedisServer) -> u64 {
         .map(|(_, calls)| calls)
         .sum()
 }
+
+/// Redis freezes (`SIGSTOP`: connections hang rather than fail) while a run waits with
+/// `--wait 3s` and a longer `--redis-timeout`: every attempt and subscription it makes is
+/// bounded by the wait's deadline, so it gives up at about 3 s (exit 125, Redis did not
+/// answer), not after the deadline plus the Redis timeout, twice.
+#[test]
+fn a_frozen_redis_does_not_stretch_the_wait() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("frozen-wait");
+    let holder = hold(server.cmd().args(["-k", "fw"]), &dir, "h");
+    let waiter = server
+        .cmd()
+        .args(["-k", "fw", "--wait", "3s", "--redis-timeout", "4s"])
+        .args(["--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
+        server.subscribed_clients() >= 1
+    });
+    server.freeze();
+    let out = waiter.wait();
+    server.thaw();
+    eprintln!("frozen Redis: --wait 3s gave up after {:?}", out.elapsed);
+    out.assert_code(125)
+        .assert_stderr_contains("cannot take redlock:fw: gave up after");
+    // Bounded by the deadline: about 3 s. Before, the last attempt alone could take twice
+    // the 4 s timeout after it: 11 s.
+    assert!(
+        out.elapsed < Duration::from_secs(6),
+        "--wait 3s gave up after {:?}\n{}",
+        out.elapsed,
+        out.stderr
+    );
+    holder.let_go();
+    holder.wait().assert_code(0);
+}

@@ -165,11 +165,14 @@ impl Drop for Quorum {
 }
 
 impl LockBackend for Quorum {
-    fn try_acquire(&mut self) -> Result<Attempt> {
+    fn try_acquire(&mut self, wait_ends: Option<Instant>) -> Result<Attempt> {
         let started = Instant::now();
         // The lease is valid until `started + TTL - drift`, but a win must leave most of it.
         let in_time = started + lease::acquisition_budget(self.ttl);
-        let deadline = (started + self.timeout).min(in_time);
+        let mut deadline = (started + self.timeout).min(in_time);
+        if let Some(wait_ends) = wait_ends {
+            deadline = deadline.min(wait_ends);
+        }
         let round = self
             .nodes
             .send(self.nodes.all(), || Work::Acquire { deadline });
@@ -368,7 +371,15 @@ impl LockBackend for Quorum {
         self.nodes.send(self.nodes.all(), || Work::Rest);
     }
 
-    fn subscribe(&mut self, mut sink: NoticeSink) -> Result<Subscription> {
+    fn subscribe(
+        &mut self,
+        mut sink: NoticeSink,
+        deadline: Option<Instant>,
+    ) -> Result<Subscription> {
+        let mut until = Instant::now() + self.timeout;
+        if let Some(deadline) = deadline {
+            until = until.min(deadline);
+        }
         // A release is announced on every node: a waiter tries on its first copy and on
         // the one that completes a majority (`ReleaseCopies`), not on each; this waiter's
         // own releases after failed attempts are not passed on at all.
@@ -389,13 +400,13 @@ impl LockBackend for Quorum {
                     (*sink)(notice)
                 }),
                 parts: parts.clone(),
+                until,
             }
         });
         // Ends every node's subscription when dropped, late ones included.
         let subscription = Subscription::combined(parts);
         let mut listening = 0;
         let mut errors: Vec<anyhow::Error> = Vec::new();
-        let until = Instant::now() + self.timeout;
         let majority = self.majority;
         // Every holder releases on a majority, which shares a node with any other majority:
         // once a majority listens, a release cannot be missed, and slower nodes join as

@@ -85,6 +85,7 @@ pub(super) enum Work {
     Subscribe {
         sink: NoticeSink,
         parts: SubscriptionParts,
+        until: Instant,
     },
     /// Leave the waiters' queue; nobody waits for the answer.
     Abandon,
@@ -302,9 +303,10 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
                 deadline,
                 notice,
             } => Answer::Release(node.release_announcing(keep_for, deadline, &notice)),
-            Work::Subscribe { sink, parts } => {
-                Answer::Subscribe(node.subscribe(sink).map(|part| parts.add(part)))
-            }
+            Work::Subscribe { sink, parts, until } => Answer::Subscribe(
+                node.subscribe(sink, Some(until))
+                    .map(|part| parts.add(part)),
+            ),
             Work::Abandon => {
                 node.abandon();
                 Answer::Done
