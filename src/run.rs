@@ -262,6 +262,16 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         );
         return Ok(Outcome::LockLost);
     }
+    if found == Found::Late && supervised.ending != Ending::LockLost {
+        // The supervisor found that the command ended while the lease surely held: its
+        // status stands. Only the release came too late to hand the lock on early.
+        report::warn(format_args!(
+            "the command ended inside its lease, but redlock-run could not release {} \
+             before the lease ran out (it was stopped, or starved of CPU); the key expired \
+             by its TTL",
+            config.key
+        ));
+    }
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
         Ending::MaxRuntime => Outcome::MaxRuntime,
@@ -421,6 +431,8 @@ enum Found {
     /// Not ours any more although the lease still held: the lock was lost before the
     /// release (deleted, flushed, evicted, released by force, lost in a failover).
     Lost,
+    /// Not looked for: the lease had run out before the release could be sent.
+    Late,
 }
 
 /// Deletes the key if it is still ours, waking waiters; with `--min-hold`, leaves it to
@@ -431,7 +443,7 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) -> Fou
     let Some(deadline) = lease::release_deadline(now, lease.valid_until(), config.redis_timeout)
     else {
         report::verbose(format_args!("the lease has ended; nothing to release"));
-        return Found::Held;
+        return Found::Late;
     };
     let keep_for = lease::min_hold_left(config.min_hold, lease.acquired_at(), now);
     let released = backend.release(keep_for, deadline);

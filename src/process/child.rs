@@ -190,6 +190,29 @@ impl Child {
         }
     }
 
+    /// Whether the command's first process has exited (it is left unreaped).
+    pub fn has_exited(&self) -> bool {
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid place for waitid to write to.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is set by waitid, and left 0 when no child has changed state.
+        rc == 0 && unsafe { info.si_pid() } == self.pid
+    }
+
+    /// After the command's first process has been reaped: whether other processes of its
+    /// group still run.
+    pub fn has_leftovers(&self) -> bool {
+        self.group_alive()
+    }
+
     /// After the command's first process has been reaped: if other processes of its group
     /// still run (background jobs it started), terminate them, SIGKILL at `kill_at`, and wait
     /// until none is left. Returns whether there were any.
@@ -262,7 +285,7 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
                 continue;
             }
             // ECHILD: nothing left to watch; report an exit so the supervisor reaps.
-            let _ = events.send(Event::ChildExited);
+            let _ = events.send(Event::ChildExited { at: Instant::now() });
             return;
         }
         if info.si_code == libc::CLD_STOPPED {
@@ -285,7 +308,7 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
             }
             continue;
         }
-        let _ = events.send(Event::ChildExited);
+        let _ = events.send(Event::ChildExited { at: Instant::now() });
         return;
     }
 }
