@@ -473,7 +473,8 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) -> Fou
             config.key
         )),
         Err(err) => report::warn(format_args!(
-            "cannot release {}: {err:#}; it will expire by its TTL",
+            "cannot release {}: {err:#}; unless the release reached Redis unanswered, it \
+             will expire by its TTL",
             config.key
         )),
     }
