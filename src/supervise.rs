@@ -353,11 +353,14 @@ impl Supervisor<'_> {
     }
 
     fn exited(&mut self) -> Result<Supervised> {
+        // Read while the first process is unreaped, so that its pid is still its own: the
+        // guardian notes a kill before it sends it.
+        let guardian_killed = self.guardian.is_some_and(Guardian::killed);
         // Even when the status cannot be had, the group is ended before anything else.
         let status = self.child.reap();
         let now = Instant::now();
         let valid_until = self.lease.valid_until();
-        if self.guardian.is_some_and(Guardian::killed) {
+        if guardian_killed {
             // Its status is not its own, whenever it came.
             self.lost(Loss::Guardian);
         } else if self.ending != Ending::LockLost

@@ -266,9 +266,9 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: *const Notes) -> ! {
         let group = u64::from_ne_bytes(field) as libc::pid_t;
         field.copy_from_slice(&watch[8..]);
         let mut lease_end = u64::from_ne_bytes(field);
-        // The group's id is its first process's pid, unreaped until redlock-run dismisses
-        // us or dies: the pidfd is that process's. -1 (an old kernel, no stamp page): not
-        // watched, and poll ignores it.
+        // The group's id is its first process's pid, which redlock-run reaps only after it
+        // has heard of its exit and read our notes: the pidfd is that process's. -1 (a
+        // kernel before 5.3, no shared page): not watched, and poll ignores it.
         let mut exit_fd = if notes.is_null() {
             -1
         } else {
