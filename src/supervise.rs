@@ -29,7 +29,8 @@ pub enum Ending {
     Exited,
     /// Terminated because `--max-runtime` ran out.
     MaxRuntime,
-    /// Terminated because the lock was lost (this wins over `MaxRuntime`).
+    /// Terminated because the lock was lost (this wins over `MaxRuntime`), or found lost
+    /// once it had ended, when it may have run on without the lock.
     LockLost,
 }
 

@@ -36,3 +36,25 @@ pub(super) fn instant_at(ns: u64) -> Instant {
             .unwrap_or(reference)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instants_and_nanoseconds_convert_both_ways() {
+        let now = Instant::now();
+        for at in [
+            now,
+            now + Duration::from_secs(5),
+            now - Duration::from_millis(3),
+        ] {
+            let back = instant_at(monotonic_ns(at));
+            let off = if back > at { back - at } else { at - back };
+            // Two readings of the clock each way: a few microseconds at most.
+            assert!(off < Duration::from_millis(1), "{off:?}");
+        }
+        // Further back than the clock goes: now, never earlier.
+        assert!(instant_at(0) <= Instant::now());
+    }
+}
