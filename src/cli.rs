@@ -12,7 +12,8 @@ Exit status:
   N        the command's own status; 128+S if it died from signal S
   75       lock not obtained: busy with --no-wait, --wait ran out, or the lease ran
            out before the command could start (see -E)
-  76       the lock was lost while the command ran; the command was terminated
+  76       the lock was lost while the command ran; the command was terminated (or
+           had ended before the loss was seen, by the release)
   124      --max-runtime ran out; the command was terminated (76 if the lock was lost)
   125      redlock-run itself failed and the command never ran (usage, Redis, auth,
            an ACL permission, TLS, no process for the command)

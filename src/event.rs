@@ -14,8 +14,9 @@ pub enum Event {
         signal: libc::c_int,
         from_terminal: bool,
     },
-    /// The command's first process exited (not yet reaped).
-    ChildExited,
+    /// The command's first process exited (not yet reaped), by `at` at the latest: when
+    /// its watcher heard of it, which may be long after if this process was stopped.
+    ChildExited { at: Instant },
     /// The command's first process was stopped, by `signal` (Ctrl-Z: SIGTSTP).
     ChildStopped { signal: libc::c_int },
     /// A renewal succeeded: the lease now surely holds until `valid_until`.
@@ -36,4 +37,7 @@ pub enum Loss {
     /// The lease's end passed `ago` before this process could act on it (it was stopped,
     /// or starved of CPU): someone else may have held the lock since.
     Expired { ago: Duration },
+    /// The guardian killed the command at the lease's end as it knew it, while this
+    /// process could not act.
+    Guardian,
 }

@@ -16,7 +16,8 @@ pub enum Outcome {
     },
     /// The lock was busy and `--no-wait` was given, or `--wait` ran out.
     NotAcquired { exit_code: u8 },
-    /// The lock was lost while the command ran; the command was terminated.
+    /// The lock was lost while the command ran; the command was terminated, or had ended
+    /// before the loss was seen (by the release).
     LockLost,
     /// `--max-runtime` ran out; the command was terminated.
     MaxRuntime,

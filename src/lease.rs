@@ -199,9 +199,11 @@ pub fn replica_wait(ttl: Duration, timeout: Duration) -> Duration {
 }
 
 /// By when a release must be done, or `None` when the lease has ended and there is nothing
-/// left to release: the lease's end, or the Redis timeout if sooner.
+/// left to release: the lease's end, or twice the Redis timeout if sooner (the release, and
+/// a look whether one that got no answer landed all the same). Never later than the lease's
+/// end: past it, a key found gone may just have expired, which tells nothing.
 pub fn release_deadline(now: Instant, valid_until: Instant, timeout: Duration) -> Option<Instant> {
-    let deadline = valid_until.min(now + timeout);
+    let deadline = valid_until.min(now + timeout.saturating_mul(2));
     (deadline > now + Duration::from_millis(1)).then_some(deadline)
 }
 
@@ -297,7 +299,7 @@ mod tests {
         let end = now + Duration::from_secs(1);
         assert_eq!(release_deadline(now, end, timeout), Some(end));
         let far = now + Duration::from_secs(60);
-        assert_eq!(release_deadline(now, far, timeout), Some(now + timeout));
+        assert_eq!(release_deadline(now, far, timeout), Some(now + 2 * timeout));
         assert_eq!(min_hold_left(None, now, now), None);
         let hold = Some(Duration::from_secs(3));
         assert_eq!(min_hold_left(hold, now, now + Duration::from_secs(4)), None);

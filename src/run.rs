@@ -161,6 +161,7 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
 
     // A signal that came while the lock was being taken stops us before the command starts.
     if let Some(signal) = pending_signal(&events) {
+        // Whatever it finds, no command ran on the lock.
         release(&mut *backend, config, &lease);
         tally.released = Some(Instant::now());
         return Ok(Outcome::Interrupted { signal });
@@ -238,7 +239,7 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     let backend = renewer.stop();
     supervise::catch_up(&events, &mut lease);
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
-    release(&mut **renew::lock(&backend), config, &lease);
+    let found = release(&mut **renew::lock(&backend), config, &lease);
     tally.released = Some(Instant::now());
     tally.renewals = lease.renewals();
     // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
@@ -247,6 +248,30 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         guardian.dismiss();
     }
     let supervised = supervised?;
+    if found == Found::Lost && supervised.ending != Ending::LockLost {
+        // No renewal came between the loss and the command's end (most short jobs end
+        // before their first renewal): the release is the first to see it.
+        report::error_as(
+            report::Event::Lost,
+            &anyhow::anyhow!(
+                "lock lost: {} was gone from Redis or held by someone else when the command \
+                 ended, before its lease could have run out; the command may have run \
+                 without the lock",
+                config.key
+            ),
+        );
+        return Ok(Outcome::LockLost);
+    }
+    if found == Found::Late && supervised.ending != Ending::LockLost {
+        // The supervisor found that the command ended while the lease surely held: its
+        // status stands. Only the release came too late to hand the lock on early.
+        report::warn(format_args!(
+            "the command ended inside its lease, but redlock-run could not release {} \
+             before the lease ran out (it was stopped, or starved of CPU); the key expired \
+             by its TTL",
+            config.key
+        ));
+    }
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
         Ending::MaxRuntime => Outcome::MaxRuntime,
@@ -422,18 +447,38 @@ fn pending_signal(events: &Receiver<Event>) -> Option<libc::c_int> {
     })
 }
 
+/// What the release found of the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Ours, or nothing to tell: released, kept until `--min-hold`, or not reached.
+    Held,
+    /// Not ours any more although the lease still held: the lock was lost before the
+    /// release (deleted, flushed, evicted, released by force, lost in a failover).
+    Lost,
+    /// Not looked for: the lease had run out before the release could be sent.
+    Late,
+}
+
 /// Deletes the key if it is still ours, waking waiters; with `--min-hold`, leaves it to
 /// expire at the mark instead if that is still ahead. Past the lease's end there is nothing
 /// left to release; if Redis cannot be reached the key expires by its TTL.
-fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) {
+fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) -> Found {
     let now = Instant::now();
     let Some(deadline) = lease::release_deadline(now, lease.valid_until(), config.redis_timeout)
     else {
         report::verbose(format_args!("the lease has ended; nothing to release"));
-        return;
+        return Found::Late;
     };
     let keep_for = lease::min_hold_left(config.min_hold, lease.acquired_at(), now);
-    match backend.release(keep_for, deadline) {
+    let released = backend.release(keep_for, deadline);
+    // "Not ours" proves a loss only if the key surely outlived the answer; after the
+    // lease's end (a late reply) it may just have expired, and nothing can be told.
+    if released.as_ref().is_ok_and(|r| *r == Released::NotOurs)
+        && Instant::now() < lease.valid_until()
+    {
+        return Found::Lost;
+    }
+    match released {
         Ok(Released::Deleted) => {
             report::verbose_as(report::Event::Released, format_args!("lock released"))
         }
@@ -448,12 +493,14 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) {
             report::duration(keep_for.unwrap_or_default())
         )),
         Ok(Released::NotOurs) => report::verbose(format_args!(
-            "{} was no longer ours; nothing released",
+            "{} was no longer ours, but its lease had run out by the answer; nothing released",
             config.key
         )),
         Err(err) => report::warn(format_args!(
-            "cannot release {}: {err:#}; it will expire by its TTL",
+            "cannot release {}: {err:#}; unless the release reached Redis unanswered, it \
+             will expire by its TTL",
             config.key
         )),
     }
+    Found::Held
 }

@@ -37,7 +37,8 @@ pub enum Ending {
     Exited,
     /// Terminated because `--max-runtime` ran out.
     MaxRuntime,
-    /// Terminated because the lock was lost (this wins over `MaxRuntime`).
+    /// Terminated because the lock was lost (this wins over `MaxRuntime`), or found lost
+    /// once it had ended, when it may have run on without the lock.
     LockLost,
 }
 
@@ -77,6 +78,7 @@ pub fn supervise(
         ending: Ending::Exited,
         kill_at: None,
         killed_at: None,
+        ended_by: None,
         runtime_ends: limits.max_runtime.map(|limit| Instant::now() + limit),
         reaped: None,
         told_unreachable: false,
@@ -95,7 +97,12 @@ pub fn supervise(
             // the order of the threads' reports cannot decide the outcome: after a pause of
             // this whole process, the command's death (at the guardian's hand) and the lost
             // lock arrive together, and the lease's end is what happened first. Renewals
-            // are exempt: one that came in time moves the deadline.
+            // are exempt: one that came in time moves the deadline. The command's exit is
+            // dated first: when it ended, not when we heard of it, is what the lease is
+            // held against.
+            if let Event::ChildExited { at } = event {
+                state.command_ended(at);
+            }
             if !matches!(event, Event::Renewed { .. }) {
                 if let Some(lost) = state.timer_fired(Instant::now()) {
                     state.handle(lost);
@@ -131,6 +138,8 @@ struct Supervisor<'a> {
     /// Once the command is being terminated: when SIGKILL is due, and when it was sent.
     kill_at: Option<Instant>,
     killed_at: Option<Instant>,
+    /// Once the command's first process has exited: a moment by which it had.
+    ended_by: Option<Instant>,
     runtime_ends: Option<Instant>,
     /// Once the command's first process has exited: its status, while what it left in its
     /// group is ended.
@@ -152,7 +161,11 @@ impl Supervisor<'_> {
     /// thread reports a loss itself, but it may be stuck in a slow read; the lease is watched
     /// here as well, so that nothing in Redis I/O can delay the command's termination.
     fn next_timer(&self) -> Option<Instant> {
-        let lease_ends = (self.ending != Ending::LockLost).then(|| self.lease.give_up_at());
+        // Once the command has ended, its lease has nothing more to protect, unless it left
+        // processes in its group (they are waited for under the lease).
+        let lease_ends = (self.ending != Ending::LockLost
+            && (self.ended_by.is_none() || self.reaped.is_some()))
+        .then(|| self.lease.give_up_at());
         let poll = if self.told_unreachable {
             UNREACHABLE_POLL
         } else {
@@ -170,15 +183,19 @@ impl Supervisor<'_> {
         .min()
     }
 
-    /// Acts on whichever deadline has passed; a lease that ran out becomes a `LockLost`.
+    /// Acts on whichever deadline has passed; a lease that ran out becomes a `LockLost`,
+    /// unless the command had ended while it surely held.
     fn timer_fired(&mut self, now: Instant) -> Option<Event> {
-        if self.ending != Ending::LockLost && now >= self.lease.valid_until() {
-            // Not just late: past the lease's end, so this process could not act in time.
-            return Some(Event::LockLost(Loss::Expired {
-                ago: now - self.lease.valid_until(),
-            }));
-        }
-        if self.ending != Ending::LockLost && now >= self.lease.give_up_at() {
+        let lease_due = self.ending != Ending::LockLost && now >= self.lease.give_up_at();
+        if lease_due && !self.ended_in_time(now) {
+            let valid_until = self.lease.valid_until();
+            if self.ended_by.unwrap_or(now) >= valid_until {
+                // Not just late: past the lease's end, so this process could not act in
+                // time (and the command may have run on past it).
+                return Some(Event::LockLost(Loss::Expired {
+                    ago: now.saturating_duration_since(valid_until),
+                }));
+            }
             return Some(Event::LockLost(Loss::Unconfirmed {
                 last_error: String::from("the renewal did not return in time"),
             }));
@@ -217,8 +234,8 @@ impl Supervisor<'_> {
             } => self.forward(signal, from_terminal),
             Event::ChildStopped { signal } => self.stopped(signal),
             Event::Renewed { valid_until } => self.renewed(valid_until),
-            Event::LockLost(loss) => self.lost(loss),
-            Event::ChildExited => self.exited(),
+            Event::LockLost(loss) => self.reported_lost(loss),
+            Event::ChildExited { .. } => self.exited(),
             Event::Notice(_) => {}
         }
     }
@@ -298,6 +315,41 @@ impl Supervisor<'_> {
         }
     }
 
+    /// The command's first process has exited, by `heard_at` at the latest; the guardian,
+    /// which runs while this process may be stopped, may have seen it earlier.
+    fn command_ended(&mut self, heard_at: Instant) {
+        let seen = self.guardian.and_then(Guardian::saw_exit);
+        self.ended_by = [Some(heard_at), self.ended_by, seen]
+            .into_iter()
+            .flatten()
+            .min();
+    }
+
+    /// Whether the command ended while the lease surely held: its first process (asked of
+    /// the kernel too, as its watcher's report may come late after a stop), and nothing it
+    /// left in its group, which is waited for under the lease once the first is reaped.
+    fn ended_in_time(&mut self, now: Instant) -> bool {
+        if self.reaped.is_some() {
+            // Only its leftovers keep the loop going: they run on, so nothing has ended.
+            return false;
+        }
+        if self.ended_by.is_none() && self.child.has_exited() {
+            self.command_ended(now);
+        }
+        self.ended_by
+            .is_some_and(|by| by < self.lease.valid_until())
+    }
+
+    /// A loss the renewal thread reported (or the lease's timer). "Not ours" is a loss
+    /// whenever it comes; a lease that ran out, or renewals that failed, are none of the
+    /// command's if it ended while the lease surely held: its status is its own.
+    fn reported_lost(&mut self, loss: Loss) {
+        if !matches!(loss, Loss::NotOurs) && self.ended_in_time(Instant::now()) {
+            return;
+        }
+        self.lost(loss);
+    }
+
     fn lost(&mut self, loss: Loss) {
         if self.ending == Ending::LockLost {
             return;
@@ -305,6 +357,8 @@ impl Supervisor<'_> {
         self.ending = Ending::LockLost;
         let now = Instant::now();
         let key = self.key;
+        // The guardian ended it at the lease's end: it did not run on past it.
+        let run_on = !matches!(loss, Loss::Guardian);
         let why = match loss {
             Loss::NotOurs => format!("{key} is gone from Redis or now held by someone else"),
             Loss::Unconfirmed { last_error } => {
@@ -315,11 +369,30 @@ impl Supervisor<'_> {
                  stopped, or starved of CPU)",
                 report::duration(ago)
             ),
+            Loss::Guardian => format!(
+                "the guardian process killed the command at the end of the lease on {key} \
+                 as it knew it, while redlock-run could not act (it was stopped, or starved \
+                 of CPU)"
+            ),
         };
         let at = self.kill_due(now);
-        // Signal first: reporting could block on a full stderr pipe.
+        // Signal first: reporting could block on a full stderr pipe. (After the first
+        // process's end this reaches what it left running.)
         let sent = self.child.terminate_group();
         self.kill_at = Some(at);
+        if self.ended_by.is_some() {
+            let tail = if run_on {
+                "; the command, which has ended, may have run without it"
+            } else {
+                ""
+            };
+            report::error_as(
+                report::Event::Lost,
+                &anyhow::anyhow!("lock lost: {why}{tail}"),
+            );
+            told(libc::SIGTERM, sent);
+            return;
+        }
         report::error_as(
             report::Event::Lost,
             &anyhow::anyhow!(
@@ -333,11 +406,24 @@ impl Supervisor<'_> {
     /// The command's first process has exited: reaped at once, and what it left in its
     /// group told to end (`finished` waits for it).
     fn exited(&mut self) {
+        // Read while the first process is unreaped, so that its pid is still its own: the
+        // guardian notes a kill before it sends it.
+        let guardian_killed = self.guardian.is_some_and(Guardian::killed);
         // Even when the status cannot be had, the group is ended before anything else.
         let status = self.child.reap();
         let left = self.child.group() != Group::Gone;
         let left_processes = left && self.kill_at.is_none();
-        if left {
+        let now = Instant::now();
+        let valid_until = self.lease.valid_until();
+        if guardian_killed {
+            // Its status is not its own, whenever it came. (`lost` ends what is left.)
+            self.lost(Loss::Guardian);
+        } else if self.ending != Ending::LockLost && now >= valid_until && left {
+            // The first process ended in time, but what it left running outlived the lease.
+            self.lost(Loss::Expired {
+                ago: now - valid_until,
+            });
+        } else if left {
             let at = self.kill_due(Instant::now());
             told(libc::SIGTERM, self.child.terminate_group());
             self.kill_at = Some(at);

@@ -198,7 +198,9 @@ pub trait LockBackend: Send {
     fn renew(&mut self, deadline: Instant) -> Result<Renewal>;
 
     /// Delete the lock if it is still ours and wake the waiters, or, with `keep_for`, leave
-    /// it to expire that much later (`--min-hold`). Gives up at `deadline`.
+    /// it to expire that much later (`--min-hold`). Gives up at `deadline`, which is never
+    /// past the lease's end; within it, a release that got no answer is looked into (its
+    /// key read back) before it counts as failed.
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released>;
 
     /// Stop waiting: leave the waiters' queue, if in it. Best effort, bounded by the timeout.

@@ -235,6 +235,7 @@ impl SingleRedis {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(RELEASE_RETRY_MAX);
                 }
+                Err(err) if self.link.sent() => return self.released_after_all(err, deadline),
                 sent => break sent?,
             }
         };
@@ -244,6 +245,35 @@ impl SingleRedis {
             3 => Released::DeletedUnannounced,
             _ => Released::NotOurs,
         })
+    }
+}
+
+impl SingleRedis {
+    /// A release that was sent but failed (its reply lost, a timeout, a script error after
+    /// its delete) may have taken effect all the same: looks again, on a new connection,
+    /// before saying that it did not. The key gone or another's: taken as released, since
+    /// it was this run's until the release was sent. Still ours, or not to be read by
+    /// `deadline` (the lease's end at the latest: after it, a key gone tells nothing): `err`.
+    fn released_after_all(&mut self, err: anyhow::Error, deadline: Instant) -> Result<Released> {
+        let key = self.held_key().clone();
+        let value: Result<Option<Vec<u8>>> = self.link.call(Some(deadline), |session| {
+            session.query(redis::cmd("GET").arg(&key))
+        });
+        let ours = |value: &Option<Vec<u8>>| {
+            value
+                .as_ref()
+                .is_some_and(|value| value.starts_with(self.identity.as_bytes()))
+        };
+        match value {
+            Ok(value) if !ours(&value) => {
+                report::verbose(format_args!(
+                    "the release of {key} got no answer ({err:#}), but the key is no longer \
+                     this run's: released"
+                ));
+                Ok(Released::Deleted)
+            }
+            _ => Err(err),
+        }
     }
 }
 

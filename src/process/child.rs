@@ -209,6 +209,23 @@ impl Child {
         }
     }
 
+    /// Whether the command's first process has exited (it is left unreaped).
+    pub fn has_exited(&self) -> bool {
+        // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is a valid place for waitid to write to.
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        // SAFETY: si_pid is set by waitid, and left 0 when no child has changed state.
+        rc == 0 && unsafe { info.si_pid() } == self.pid
+    }
+
     /// Hands the terminal back to redlock-run's own group, if it was lent.
     pub fn return_terminal(&self) {
         if self.terminal {
@@ -260,7 +277,7 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
                 continue;
             }
             // ECHILD: nothing left to watch; report an exit so the supervisor reaps.
-            let _ = events.send(Event::ChildExited);
+            let _ = events.send(Event::ChildExited { at: Instant::now() });
             return;
         }
         if info.si_code == libc::CLD_STOPPED {
@@ -283,7 +300,7 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
             }
             continue;
         }
-        let _ = events.send(Event::ChildExited);
+        let _ = events.send(Event::ChildExited { at: Instant::now() });
         return;
     }
 }

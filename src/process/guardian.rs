@@ -21,6 +21,11 @@
 //!   to the group at once. This is a backstop; a healthy redlock-run acts earlier.
 //! - Dismissed: exit.
 //!
+//! It also notes, on a page of memory it shares with redlock-run, when it saw the command's
+//! first process exit (a pidfd, Linux 5.3 on), and whether it killed the group: redlock-run,
+//! stopped or starved meanwhile, hears of the exit late, and this tells it whether the
+//! command ended on its own inside its lease.
+//!
 //! The guardian exits once it sees the group gone (it looks at least every second), so that
 //! it does not signal a group id the kernel may have handed to someone else. A group whose
 //! processes run as another user (`sudo`, a setuid program) answers EPERM: it is there, and
@@ -34,9 +39,11 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::clock::{monotonic_ns, now_ns};
+use super::clock::{instant_at, monotonic_ns, now_ns};
 use crate::{lease, signals};
 
 /// The first message: the group, then the lease's end, 8 bytes each.
@@ -52,11 +59,70 @@ const GROUP_CHECK_MS: u64 = 1000;
 /// A guardian guarding a process group.
 pub struct Guardian {
     pipe: OwnedFd,
+    seen: Option<Seen>,
 }
 
 /// A guardian forked ahead of need, with no group to guard yet; dropped unused, it exits.
 pub struct ReadyGuardian {
     pipe: OwnedFd,
+    seen: Option<Seen>,
+}
+
+/// What the guardian saw, on a page shared with it: when (`now_ns`) the command's first
+/// process exited, and when it killed the group at the lease's end; each 0 until then.
+type Notes = [AtomicU64; 2];
+const EXITED: usize = 0;
+const KILLED: usize = 1;
+
+/// The shared page, mapped before the guardian is forked.
+struct Seen(NonNull<Notes>);
+
+// SAFETY: the page is only ever accessed through its atomics.
+unsafe impl Send for Seen {}
+// SAFETY: as above.
+unsafe impl Sync for Seen {}
+
+impl Seen {
+    /// A shared, zeroed page, inherited by the guardian's fork; `None` if it cannot be had
+    /// (then exits are known only from when redlock-run hears of them).
+    fn map() -> Option<Seen> {
+        // SAFETY: an anonymous mapping, no file; the result is checked.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                std::mem::size_of::<Notes>(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return None;
+        }
+        // A fresh anonymous mapping is zeroed and page-aligned: valid atomics of 0.
+        NonNull::new(page.cast::<Notes>()).map(Seen)
+    }
+
+    fn notes(&self) -> &Notes {
+        // SAFETY: the mapping lives until `drop`, and holds the notes.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// A note, as an `Instant`, if it was made.
+    fn note(&self, which: usize) -> Option<Instant> {
+        let at = self.notes()[which].load(Ordering::Acquire);
+        (at != 0).then(|| instant_at(at))
+    }
+}
+
+impl Drop for Seen {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the page mapped in `map`, used by nothing after this.
+        unsafe {
+            libc::munmap(self.0.as_ptr().cast(), std::mem::size_of::<Notes>());
+        }
+    }
 }
 
 impl ReadyGuardian {
@@ -71,6 +137,8 @@ impl ReadyGuardian {
         let (read_end, write_end) =
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let kill_after_ns = kill_after.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let seen = Seen::map();
+        let notes = seen.as_ref().map_or(std::ptr::null(), |seen| seen.notes());
         // SAFETY: fork has no preconditions; the child runs only `guard`, which is
         // async-signal-safe, and never returns.
         let pid = unsafe { libc::fork() };
@@ -78,11 +146,15 @@ impl ReadyGuardian {
             return Err(io::Error::last_os_error());
         }
         if pid == 0 {
-            // SAFETY: we are the forked child; `guard` does not return.
-            unsafe { guard(read_end.as_raw_fd(), kill_after_ns) }
+            // SAFETY: we are the forked child; `guard` does not return; `notes` is null or
+            // the shared page, which the child never unmaps.
+            unsafe { guard(read_end.as_raw_fd(), kill_after_ns, notes) }
         }
         drop(read_end);
-        Ok(ReadyGuardian { pipe: write_end })
+        Ok(ReadyGuardian {
+            pipe: write_end,
+            seen,
+        })
     }
 
     /// The pipe on which the command's process names its group before its `exec`
@@ -93,7 +165,10 @@ impl ReadyGuardian {
 
     /// The guardian of a command that named its group to it itself.
     pub fn armed(self) -> Guardian {
-        Guardian { pipe: self.pipe }
+        Guardian {
+            pipe: self.pipe,
+            seen: self.seen,
+        }
     }
 }
 
@@ -118,6 +193,20 @@ impl Guardian {
         self.send(monotonic_ns(valid_until).max(1));
     }
 
+    /// When the guardian saw the command's first process exit, if it did: a moment by which
+    /// it had surely exited, known even if redlock-run was stopped at the time.
+    pub fn saw_exit(&self) -> Option<Instant> {
+        self.seen.as_ref()?.note(EXITED)
+    }
+
+    /// Whether the guardian killed the group because the lease's end, as it knew it, had
+    /// passed with no word from redlock-run.
+    pub fn killed(&self) -> bool {
+        self.seen
+            .as_ref()
+            .is_some_and(|seen| seen.note(KILLED).is_some())
+    }
+
     /// The command's group is gone: the guardian exits. Not waited for: redlock-run exits
     /// right after, and the guardian's exit status is of no interest.
     pub fn dismiss(&self) {
@@ -137,8 +226,8 @@ impl Guardian {
 /// The guardian's life. Only async-signal-safe calls, no allocation.
 ///
 /// # Safety
-/// Call only in a freshly forked child.
-unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
+/// Call only in a freshly forked child; `notes` is null or points to the shared page.
+unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: *const Notes) -> ! {
     // SAFETY: plain system calls on descriptors and signals of this process.
     unsafe {
         // Out of redlock-run's session and process group: a signal meant for those (a
@@ -179,6 +268,14 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
         let group = u64::from_ne_bytes(field) as libc::pid_t;
         field.copy_from_slice(&watch[8..]);
         let mut lease_end = u64::from_ne_bytes(field);
+        // The group's id is its first process's pid, which redlock-run reaps only after it
+        // has heard of its exit and read our notes: the pidfd is that process's. -1 (a
+        // kernel before 5.3, no shared page): not watched, and poll ignores it.
+        let mut exit_fd = if notes.is_null() {
+            -1
+        } else {
+            libc::syscall(libc::SYS_pidfd_open, group, 0) as libc::c_int
+        };
         loop {
             // Gone (redlock-run is about to dismiss us): never signal a group id that the
             // kernel may hand to someone else.
@@ -188,16 +285,49 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64) -> ! {
             let now = now_ns();
             if now >= lease_end {
                 // Nobody renewed in time and redlock-run did not act: the lease is over.
+                // Noted as a kill only if the first process was still there to be killed
+                // (what it left running does not make its status any less its own).
+                if !notes.is_null() && (*notes)[EXITED].load(Ordering::Acquire) == 0 {
+                    let mut exit = libc::pollfd {
+                        fd: exit_fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    let exited = exit_fd >= 0
+                        && libc::poll(&mut exit, 1, 0) == 1
+                        && exit.revents & libc::POLLIN != 0;
+                    let note = if exited { EXITED } else { KILLED };
+                    (*notes)[note].store(now_ns().max(1), Ordering::Release);
+                }
                 libc::kill(-group, libc::SIGKILL);
                 libc::_exit(0);
             }
-            let mut poll = libc::pollfd {
-                fd: pipe,
-                events: libc::POLLIN,
-                revents: 0,
-            };
+            let mut polls = [
+                libc::pollfd {
+                    fd: pipe,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: exit_fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
             let wait_ms = ((lease_end - now) / 1_000_000 + 1).min(GROUP_CHECK_MS) as libc::c_int;
-            if libc::poll(&mut poll, 1, wait_ms) <= 0 {
+            if libc::poll(polls.as_mut_ptr(), 2, wait_ms) <= 0 {
+                continue;
+            }
+            if polls[1].revents != 0 {
+                // Readable: the first process has exited, by now at the latest. Anything
+                // else is an error on the pidfd, which tells nothing: it is just dropped.
+                if polls[1].revents & libc::POLLIN != 0 {
+                    (*notes)[EXITED].store(now_ns().max(1), Ordering::Release);
+                }
+                libc::close(exit_fd);
+                exit_fd = -1;
+            }
+            if polls[0].revents == 0 {
                 continue;
             }
             let mut bytes = [0u8; 8];

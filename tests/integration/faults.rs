@@ -893,6 +893,34 @@ fn release_while_redis_is_unreachable_keeps_the_status_and_the_key_expires() {
     assert_eq!(server.dbsize(), 0);
 }
 
+/// The release reaches Redis and deletes the key, but its reply is lost: the wrapper must
+/// not claim that the key "will expire by its TTL". It looks again, finds the key gone,
+/// and keeps the command's status with no warning.
+#[test]
+fn a_release_whose_reply_is_lost_is_not_reported_as_failed() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let dir = TempDir::new("releasereplylost");
+    let holder = Job::new(&dir, "holder")
+        .exit_code(5)
+        .start(Wrapper::new(&proxy.url()).args(["-k", "rl", "-t", "30s", "--redis-timeout", "1s"]));
+    // No renewal falls in this test (every 10s): the next request is the release.
+    proxy.drop_replies();
+    proxy.set_after(1, Fault::Pass);
+    holder.let_go();
+    let out = holder.wait_within(Duration::from_secs(15));
+    assert!(
+        proxy.discarded().1 >= 1,
+        "the release's reply was not dropped: {}",
+        proxy.summary()
+    );
+    assert!(!server.exists("redlock:rl"), "the release did not land");
+    out.assert_code(5)
+        .assert_stderr_lacks("cannot release")
+        .assert_stderr_lacks("expire by its TTL")
+        .assert_stderr_lacks("lock lost");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. Wrapper SIGKILLed
 

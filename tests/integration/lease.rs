@@ -338,3 +338,59 @@ fn a_full_stderr_never_stops_redlock_run() {
         lost.elapsed()
     );
 }
+
+/// The key is deleted while a short command runs, and the command ends before the next
+/// renewal (every 10s with a 30s TTL) could notice: the release finds the lock gone while
+/// the lease still held, so the run reports the lost lock and exits 76, in text and in
+/// JSON, and never exits with the command's 0.
+#[test]
+fn a_lock_lost_before_the_release_is_reported_without_a_renewal() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("lostbeforerelease");
+    for (name, flags) in [
+        ("text", &[][..]),
+        ("json", &["--log-format", "json"][..]),
+        ("semaphore", &["--limit", "2"][..]),
+        ("minhold", &["--min-hold", "20s"][..]),
+    ] {
+        let holder = hold(
+            server.cmd().args(["-k", name, "-t", "30s"]).args(flags),
+            &dir,
+            name,
+        );
+        // The lock's key, which is also a semaphore's first slot, the one it took.
+        let key = format!("redlock:{name}");
+        assert!(server.exists(&key), "keys: {:?}", server.keys());
+        server.del(&key);
+        holder.let_go();
+        let out = holder.wait();
+        out.assert_code(76)
+            .assert_stderr_contains("lock lost")
+            .assert_stderr_contains(&format!("redlock:{name}"));
+        if name == "json" {
+            out.assert_stderr_contains("\"event\":\"lost\"");
+        }
+    }
+}
+
+/// The lock is intact when the command ends: no false loss, whatever the flags.
+#[test]
+fn an_intact_lock_is_not_reported_lost_at_the_release() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("intactrelease");
+    for (name, flags) in [
+        ("plain", &[][..]),
+        ("semaphore", &["--limit", "2"][..]),
+        ("minhold", &["--min-hold", "1s"][..]),
+    ] {
+        let holder = Job::new(&dir, name)
+            .exit_code(3)
+            .start(server.cmd().args(["-k", name, "-t", "30s"]).args(flags));
+        holder.let_go();
+        holder
+            .wait()
+            .assert_code(3)
+            .assert_stderr_lacks("lock lost")
+            .assert_stderr_lacks("warning");
+    }
+}

@@ -135,3 +135,91 @@ fn a_waiter_paused_past_its_deadline_gives_up() {
     );
     assert!(!server.exists("redlock:pw"));
 }
+
+/// A job that waits for `go` in `dir`, then exits with status 3; it writes its pid first.
+fn job_until_go(server: &RedisServer, dir: &TempDir, name: &str, ttl: &str) -> (Running, i32) {
+    let mut run = server
+        .cmd()
+        .args(["-k", name, "--ttl", ttl, "--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > '{pid}'; while [ ! -e '{go}' ]; do sleep 0.01; done; exit 3",
+            pid = dir.join(&format!("{name}.pid")).display(),
+            go = dir.join(&format!("{name}.go")).display(),
+        ))
+        .spawn();
+    let pid = run.read_pid(&dir.join(&format!("{name}.pid")));
+    (run, pid)
+}
+
+/// redlock-run is stopped while its command runs; the command ends on its own well inside
+/// the lease, and redlock-run is continued only after the lease has run out, so that it
+/// reaps the command and releases late. The command's status is reported (3), not a lost
+/// lock: it finished while the lock was surely held. Several at once, since the order in
+/// which redlock-run's threads wake up varies.
+#[test]
+fn a_command_that_ended_inside_its_lease_keeps_its_status_however_late_it_is_reaped() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("reapedlate");
+    let runs: Vec<(Running, i32, String)> = (0..4)
+        .map(|n| {
+            let name = format!("job{n}");
+            let (run, pid) = job_until_go(&server, &dir, &name, "3s");
+            (run, pid, name)
+        })
+        .collect();
+    for (run, command, name) in &runs {
+        run.signal(libc::SIGSTOP);
+        std::fs::write(dir.join(&format!("{name}.go")), "").unwrap();
+        wait_for_death(*command, Duration::from_secs(15));
+        // It ended while its lease held on the server: the scenario this test is about.
+        assert!(
+            server.exists(&format!("redlock:{name}")),
+            "the lease on {name} ran out before its command ended; the machine is too slow \
+             for this test's 3s lease"
+        );
+    }
+    for (_, _, name) in &runs {
+        wait_until(
+            Duration::from_secs(15),
+            "the stopped run's lease to run out",
+            || !server.exists(&format!("redlock:{name}")),
+        );
+    }
+    for (run, _, _) in runs {
+        run.signal(libc::SIGCONT);
+        let out = run.wait();
+        out.assert_code(3)
+            .assert_stderr_lacks("lock lost")
+            .assert_stderr_contains("the command ended inside its lease");
+    }
+}
+
+/// redlock-run and its guardian are both stopped (outside what README promises to
+/// protect): the command runs past its lease with nobody to stop it, then ends with status
+/// 3. Once both are continued, the run must not pass that status off as a clean run: it
+/// reports the lost lock, 76.
+#[test]
+fn a_command_that_outlived_its_lease_unguarded_is_reported_lost() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("unguarded");
+    let (run, command) = job_until_go(&server, &dir, "job", "1s");
+    let guardian: Vec<i32> = children_of(run.pid())
+        .into_iter()
+        .filter(|&pid| pid != command)
+        .collect();
+    assert_eq!(guardian.len(), 1, "redlock-run's children: {guardian:?}");
+    run.signal(libc::SIGSTOP);
+    signal(guardian[0], libc::SIGSTOP);
+    wait_until(
+        Duration::from_secs(15),
+        "the stopped run's lease to run out",
+        || !server.exists("redlock:job"),
+    );
+    std::fs::write(dir.join("job.go"), "").unwrap();
+    wait_for_death(command, Duration::from_secs(15));
+    signal(guardian[0], libc::SIGCONT);
+    run.signal(libc::SIGCONT);
+    let out = run.wait();
+    eprintln!("{}", out.stderr);
+    out.assert_code(76).assert_stderr_contains("lock lost");
+}

@@ -531,6 +531,35 @@ fn a_master_restarted_empty_gets_the_key_back() {
     assert_empty(&nodes.iter().collect::<Vec<_>>());
 }
 
+/// The key is deleted on some nodes while a short command runs, and the command ends before
+/// any renewal could notice. Gone from a majority (2 of 3), the lock was lost: the release
+/// says so and the run exits 76. Gone from a minority (1 of 3), a majority held it
+/// throughout: the command's status, no loss.
+#[test]
+fn a_release_that_finds_the_lock_gone_from_a_majority_reports_it_lost() {
+    let nodes = start_nodes(3);
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-release-lost");
+    for (name, gone_from) in [("majority", 2), ("minority", 1)] {
+        let holder = Job::new(&dir, name)
+            .exit_code(3)
+            .start(quorum(&urls).args(["-k", name, "-t", "30s"]));
+        for node in &nodes[..gone_from] {
+            node.del(&format!("{PREFIX}{name}"));
+        }
+        holder.let_go();
+        let out = holder.wait();
+        if gone_from == 2 {
+            out.assert_code(76)
+                .assert_stderr_contains("lock lost")
+                .assert_stderr_contains("redlock:majority");
+        } else {
+            out.assert_code(3).assert_stderr_lacks("lock lost");
+        }
+        assert_empty(&nodes.iter().collect::<Vec<_>>());
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // 7. Fences
 

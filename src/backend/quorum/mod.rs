@@ -18,7 +18,8 @@
 //!   more than N - majority say the key is not ours. A node that answers "not ours" while a
 //!   majority confirmed (it restarted empty) is taken again; never otherwise.
 //! - **Release**: all nodes, waiting for a majority's answers, then `STRAGGLER_WAIT` for
-//!   the rest. Each release is announced with the same text on every node.
+//!   the rest. Each release is announced with the same text on every node. "Not ours" from
+//!   more than N - majority nodes means the lock was lost; from fewer, it was not.
 //! - **Waiting**: subscribed once a majority of nodes listens (the others join as they come
 //!   up); each release wakes the waiter once, its own releases not at all.
 
@@ -344,7 +345,11 @@ impl LockBackend for Quorum {
                 missed.join("; ")
             ));
         }
-        Ok(if tally.kept > 0 {
+        // Gone from so many nodes that no majority can have held it: lost, whatever the
+        // others did. Gone from a minority only, a majority held it throughout.
+        Ok(if tally.not_ours > self.nodes.len() - majority {
+            Released::NotOurs
+        } else if tally.kept > 0 {
             Released::KeptUntilMinHold
         } else if tally.deleted > 0 {
             Released::Deleted
