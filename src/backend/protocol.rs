@@ -19,6 +19,7 @@ use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest
 use super::notices;
 use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
 use super::target::RedisTarget;
+use super::vetting::{self, Eviction};
 use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
 use crate::{lease, report};
 
@@ -37,13 +38,21 @@ pub struct SingleRedis {
     listening: bool,
     /// Where releases are announced: sharded in a cluster.
     channels: Channels,
+    /// Whether a server that may evict the lock is used anyway (see `vetting`).
+    eviction: Eviction,
 }
 
 impl SingleRedis {
     /// Prepares the client; connects on first use.
-    pub fn new(target: &RedisTarget, timeout: Duration, lock: LockRequest) -> Result<SingleRedis> {
+    pub fn new(
+        target: &RedisTarget,
+        timeout: Duration,
+        lock: LockRequest,
+        eviction: Eviction,
+    ) -> Result<SingleRedis> {
         let link = Link::new(target, timeout)?;
         Ok(SingleRedis {
+            eviction,
             channels: Channels::of(&lock.key, link.is_cluster()),
             link,
             identity: lock.identity(),
@@ -89,17 +98,32 @@ impl SingleRedis {
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
+        let (eviction, cluster) = (self.eviction, self.link.is_cluster());
         loop {
+            // The server is asked whether it can keep a lock at all in the same write as the
+            // first acquisition on each connection (`vetting`): the answer comes after the
+            // script ran, and a lock taken on an unfit server is let go at once.
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(deadline, |session| {
+                    session.vet();
                     let reply: (i64, i64, redis::Value, u32) =
                         session.eval(&ACQUIRE, &keys, &args)?;
                     let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                    if let Some(unfit) = vetting::unfit(session.facts.as_ref(), eviction, cluster) {
+                        return Err(anyhow::Error::new(Refused(unfit, reply.0 == 1, reply.1)));
+                    }
                     if reply.0 == 1 {
                         confirm_replicated(session, replica_wait, key);
                     }
                     Ok((reply, sent_at))
                 });
+            let reply = match reply {
+                Err(err) => match err.downcast::<Refused>() {
+                    Ok(Refused(unfit, taken, slot)) => return Err(self.refuse(&unfit, taken, slot)),
+                    Err(err) => Err(err),
+                },
+                Ok(reply) => Ok(reply),
+            };
             match reply {
                 Ok(((1, slot, fence, _), sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot as u32));
@@ -139,6 +163,26 @@ impl SingleRedis {
                 Err(_) => retried = true,
             }
         }
+    }
+
+    /// The error for a server found `unfit` for a lock; the lock it took (`taken`, in
+    /// `slot`) is let go first, waking a waiter that this attempt kept out.
+    fn refuse(&mut self, unfit: &vetting::Unfit, taken: bool, slot: i64) -> anyhow::Error {
+        if taken {
+            self.held = u32::try_from(slot)
+                .ok()
+                .map(|slot| self.lock.slot_key(slot));
+            let deadline = Instant::now() + self.link.timeout();
+            let notice = format!("{}#0", self.identity);
+            if let Err(err) = self.release_announcing(None, deadline, &notice) {
+                report::warn(format_args!(
+                    "cannot let go of {} at once ({err:#}); it expires by its TTL",
+                    self.lock.key
+                ));
+            }
+            self.held = None;
+        }
+        unfit.error(self.link.display())
     }
 
     /// Raises this server's fence counter to `fence` if it is lower (Redlock: the fence
@@ -291,6 +335,19 @@ impl LockBackend for SingleRedis {
         self.link.display()
     }
 }
+
+/// An acquisition's reply from a server found unfit for a lock (`vetting`): why, whether
+/// the lock was taken, and in which slot.
+#[derive(Debug)]
+struct Refused(vetting::Unfit, bool, i64);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server is unfit for a lock: {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// After taking the lock on a master that has replicas (Sentinel, Cluster), waits up to
 /// `wait` for one of them to confirm the write. Replication is asynchronous: a failover to a

@@ -21,5 +21,6 @@ mod signals;
 mod support;
 mod terminal;
 mod tls;
+mod unusual_servers;
 mod waiters;
 mod waiting;

@@ -59,6 +59,8 @@ pub struct Node {
     /// How many replicas this master had when connected; `None` when not asked (a plain
     /// server: nothing would fail over to them by itself).
     pub replicas: Option<usize>,
+    /// What the server said of itself on this connection (`vetting`), once asked.
+    pub facts: Option<super::vetting::Facts>,
 }
 
 /// Where a command should go.
@@ -226,6 +228,7 @@ impl Endpoint {
                 Ok(Node {
                     connection,
                     replicas: None,
+                    facts: None,
                 })
             }
             Kind::Sentinel(sentinels) => sentinels.master(until, &self.display),
@@ -244,6 +247,7 @@ impl Endpoint {
                 Ok(Node {
                     connection,
                     replicas,
+                    facts: None,
                 })
             }
         }

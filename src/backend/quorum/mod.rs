@@ -37,8 +37,8 @@ use tally::{AcquireAnswers, ReleaseCopies, ReleaseTally, Tally};
 use super::error::BackendError;
 use super::target::RedisTarget;
 use super::{
-    Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal, Subscription,
-    SubscriptionParts,
+    Attempt, Eviction, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
+    Subscription, SubscriptionParts,
 };
 use crate::{lease, report};
 
@@ -54,7 +54,12 @@ pub struct Quorum {
 
 impl Quorum {
     /// Starts one thread per node; nothing is connected yet.
-    pub fn new(targets: &[RedisTarget], timeout: Duration, lock: LockRequest) -> Result<Quorum> {
+    pub fn new(
+        targets: &[RedisTarget],
+        timeout: Duration,
+        lock: LockRequest,
+        eviction: Eviction,
+    ) -> Result<Quorum> {
         // Every node queues this waiter by the same time (see `LockRequest::arrival_ms`).
         let joined = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -65,7 +70,7 @@ impl Quorum {
             arrival_ms: Some(joined),
             ..lock
         };
-        let nodes = Nodes::start(targets, timeout, &lock)?;
+        let nodes = Nodes::start(targets, timeout, &lock, eviction)?;
         let names: Vec<&str> = targets.iter().map(|t| t.display.as_str()).collect();
         Ok(Quorum {
             majority: majority(nodes.len()),
@@ -191,8 +196,13 @@ impl LockBackend for Quorum {
             mut tally,
             counted,
             refusals,
+            unfit,
         } = heard;
         tally.timed_out = end == RoundEnd::OutOfTime;
+        if let Some(err) = unfit {
+            self.let_go(&tally, true);
+            return Err(err);
+        }
 
         if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {

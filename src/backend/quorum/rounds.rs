@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use crate::backend::protocol::SingleRedis;
 use crate::backend::target::RedisTarget;
 use crate::backend::{
-    Attempt, LockBackend, LockRequest, NoticeSink, Released, Renewal, SubscriptionParts,
+    Attempt, Eviction, LockBackend, LockRequest, NoticeSink, Released, Renewal, SubscriptionParts,
 };
 
 /// Once a round is decided, how long the nodes that have not answered get at least (twice
@@ -112,11 +112,12 @@ impl Nodes {
         targets: &[RedisTarget],
         timeout: Duration,
         lock: &LockRequest,
+        eviction: Eviction,
     ) -> Result<Nodes> {
         let (replies_tx, replies) = mpsc::channel();
         let mut nodes = Vec::with_capacity(targets.len());
         for (index, target) in targets.iter().enumerate() {
-            let single = SingleRedis::new(target, timeout, lock.clone())?;
+            let single = SingleRedis::new(target, timeout, lock.clone(), eviction)?;
             let (jobs, queue) = mpsc::channel();
             let replies_tx = replies_tx.clone();
             std::thread::Builder::new()

@@ -1,0 +1,107 @@
+//! Servers a lock is not safe on, or that are not what the URL says: one that may evict the
+//! lock's key under memory pressure (refused before the command runs, unless
+//! `--allow-eviction`), a Redis Cluster node behind a plain `redis://` URL, a port that is
+//! not Redis at all, a URL that asks for RESP3, and a server whose `SUBSCRIBE` was renamed
+//! away (its waiters poll).
+//!
+//! What this module does not own: the ACL side of the eviction check (a user without
+//! `CONFIG`), which `acl.rs` tests with README's minimal user.
+
+use crate::support::deployments::Cluster;
+use crate::support::*;
+
+/// Makes `server` one that evicts keys by `policy` once it holds 100 MB.
+fn evicting(server: &RedisServer, policy: &str) {
+    let _: () = server.query(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    let _: () = server.query(&["CONFIG", "SET", "maxmemory-policy", policy]);
+}
+
+/// A run on `url` (or on `-r` URLs) that would touch a file if its command ran: refused
+/// with 125 before the command, naming `policy` and the fix.
+#[track_caller]
+fn assert_refused_for_eviction(wrapper: Wrapper, policy: &str) {
+    let dir = TempDir::new("evicting");
+    let out = wrapper
+        .args(["-k", "ev", "--", "touch"])
+        .arg(dir.join("ran"))
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains("may evict")
+        .assert_stderr_contains(&format!("maxmemory-policy is {policy}"))
+        .assert_stderr_contains("CONFIG SET maxmemory-policy noeviction")
+        .assert_stderr_contains("--allow-eviction");
+    assert!(!dir.exists("ran"), "the command ran on an evicting server");
+}
+
+/// `allkeys-lru` (the usual cache setting) and `volatile-ttl` (which picks keys that expire
+/// soonest, a lock's first): refused, and the lock left behind for no one.
+#[test]
+fn a_server_that_may_evict_the_lock_is_refused() {
+    let server = RedisServer::start();
+    for policy in ["allkeys-lru", "volatile-ttl"] {
+        evicting(&server, policy);
+        assert_refused_for_eviction(server.cmd(), policy);
+        assert!(!server.exists("redlock:ev"), "{policy}: the lock was left");
+    }
+}
+
+/// `--allow-eviction` and `REDLOCK_ALLOW_EVICTION` take the risk; a server with a memory
+/// limit that never evicts (`noeviction`) needs neither.
+#[test]
+fn eviction_may_be_allowed_and_noeviction_is_fine() {
+    let server = RedisServer::start();
+    evicting(&server, "allkeys-lru");
+    server
+        .cmd()
+        .args(["-k", "ev", "--allow-eviction", "--", "true"])
+        .run()
+        .assert_code(0);
+    server
+        .cmd()
+        .env("REDLOCK_ALLOW_EVICTION", "1")
+        .args(["-k", "ev", "--", "true"])
+        .run()
+        .assert_code(0);
+    evicting(&server, "noeviction");
+    server
+        .cmd()
+        .args(["-k", "ev", "--", "true"])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("evict");
+}
+
+/// Redlock: one evicting node of three is enough to refuse (its copy of the lock may vanish,
+/// and a majority would then rest on the other two alone).
+#[test]
+fn redlock_with_one_evicting_node_is_refused() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    evicting(&nodes[1], "allkeys-lru");
+    let mut wrapper = Wrapper::bare();
+    for node in &nodes {
+        wrapper = wrapper.arg("-r").arg(node.url());
+    }
+    assert_refused_for_eviction(wrapper, "allkeys-lru");
+    for node in &nodes {
+        assert!(!node.exists("redlock:ev"), "port {}: left", node.port());
+    }
+}
+
+/// A plain `redis://` URL that leads to a Redis Cluster node (the one that serves the key):
+/// refused, pointing at `redis+cluster://`, whose notices and queue it would not share.
+#[test]
+fn a_cluster_node_behind_a_plain_url_is_refused() {
+    let cluster = Cluster::start();
+    let node = &cluster.nodes[cluster.owner_of("redlock:plain")];
+    let url = format!("redis://{}", node.address());
+    let dir = TempDir::new("plain-cluster");
+    Wrapper::new(&url)
+        .args(["-k", "plain", "--", "touch"])
+        .arg(dir.join("ran"))
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("is a Redis Cluster node")
+        .assert_stderr_contains("redis+cluster://");
+    assert!(!dir.exists("ran"));
+    assert_eq!(cluster.get("redlock:plain"), None);
+}
