@@ -105,3 +105,21 @@ fn a_cluster_node_behind_a_plain_url_is_refused() {
     assert!(!dir.exists("ran"));
     assert_eq!(cluster.get("redlock:plain"), None);
 }
+
+/// `?protocol=resp3` is refused up front (waiters would never hear a release on it).
+#[test]
+fn a_url_asking_for_resp3_is_refused_up_front() {
+    let server = RedisServer::start();
+    for protocol in ["resp3", "3"] {
+        let url = format!("{}/?protocol={protocol}", server.url());
+        let dir = TempDir::new("resp3");
+        Wrapper::new(&url)
+            .args(["-k", "r3", "--", "touch"])
+            .arg(dir.join("ran"))
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("protocol=")
+            .assert_stderr_contains("RESP3");
+        assert!(!dir.exists("ran"));
+    }
+}

@@ -100,6 +100,15 @@ impl Endpoint {
             "rediss+cluster" => Kind::Cluster(Cluster::parse(rest, true)?),
             _ => {
                 let info = url.into_connection_info().map_err(|err| err.to_string())?;
+                // Release notices are read as RESP2 pub/sub replies: on RESP3 they come as
+                // pushes that a plain subscription never hears, and waiters would wait on a
+                // free lock for ever.
+                if info.redis_settings().protocol() != ProtocolVersion::RESP2 {
+                    return Err(String::from(
+                        "protocol=resp3 (RESP3) is not supported: redlock-run speaks RESP2 to \
+                         the server; remove the protocol parameter",
+                    ));
+                }
                 Kind::Server(Client::open(tune(info)).map_err(|err| err.to_string())?)
             }
         };
