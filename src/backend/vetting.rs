@@ -259,10 +259,23 @@ impl<'a> Prelude<'a> {
             return self.inner.req_packed_commands(cmd, skip, count);
         };
         packed.extend_from_slice(cmd);
-        let mut replies = self
-            .inner
-            .req_packed_commands(&packed, 0, self.asked + skip + count)?;
-        let own = replies.split_off(self.asked.min(replies.len()));
+        self.inner.send_packed_command(&packed)?;
+        let mut replies = Vec::with_capacity(self.asked + skip + count);
+        while replies.len() < self.asked + skip + count {
+            match self.inner.recv_response() {
+                Ok(reply) => replies.push(reply),
+                // A server that turns a new connection away (at its client limit) answers
+                // its first command with why, and hangs up: that is the answer, not the
+                // closed connection.
+                Err(err) => {
+                    return Err(match replies.into_iter().next() {
+                        Some(Value::ServerError(said)) => said.into(),
+                        _ => err,
+                    })
+                }
+            }
+        }
+        let own = replies.split_off(self.asked);
         self.answers = Some(replies);
         Ok(own.into_iter().skip(skip).collect())
     }
