@@ -40,6 +40,7 @@ pub use layout::{
     colocates, lock_of_internal_key, Holder, Key, LockRequest, MAX_KEY_LEN, MAX_LABEL_LEN,
     MAX_LIMIT,
 };
+pub use notices::cannot_subscribe;
 pub use target::{holds_secret, Deployment, Password, Sources};
 pub use vetting::Eviction;
 

@@ -7,6 +7,8 @@
 //! What this module does not own: the ACL side of the eviction check (a user without
 //! `CONFIG`), which `acl.rs` tests with README's minimal user.
 
+use std::time::{Duration, Instant};
+
 use crate::support::deployments::Cluster;
 use crate::support::*;
 
@@ -122,4 +124,39 @@ fn a_url_asking_for_resp3_is_refused_up_front() {
             .assert_stderr_contains("RESP3");
         assert!(!dir.exists("ran"));
     }
+}
+
+/// `SUBSCRIBE` renamed away in the server's configuration: a waiter cannot be told of a
+/// release, so it looks often instead, and gets the lock soon after it is let go (the TTL
+/// here is far longer than the test).
+#[test]
+fn without_subscribe_waiters_poll() {
+    let server = RedisServer::start_with(ServerOptions {
+        args: vec!["--rename-command".into(), "SUBSCRIBE".into(), String::new()],
+        ..ServerOptions::default()
+    });
+    let dir = TempDir::new("nosubscribe");
+    let holder = hold(server.cmd().args(["-k", "s", "--ttl", "60s"]), &dir, "h");
+    let mut waiter = server
+        .cmd()
+        .args(["-k", "s", "--wait", "50s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    wait_until(
+        Duration::from_secs(20),
+        "the waiter to fall back to polling",
+        || waiter.stderr_so_far().contains("without release notices") || waiter.has_exited(),
+    );
+    let let_go = Instant::now();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    let out = waiter.wait();
+    out.assert_code(0)
+        .assert_stderr_contains("without release notices, looking every 250ms");
+    assert!(dir.exists("waited"));
+    assert!(
+        let_go.elapsed() < Duration::from_secs(20),
+        "the waiter waited for the TTL: {:?}",
+        let_go.elapsed()
+    );
 }
