@@ -7,6 +7,8 @@
 //! What this module does not own: the ACL side of the eviction check (a user without
 //! `CONFIG`), which `acl.rs` tests with README's minimal user.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use crate::support::deployments::Cluster;
@@ -106,6 +108,35 @@ fn a_cluster_node_behind_a_plain_url_is_refused() {
         .assert_stderr_contains("redis+cluster://");
     assert!(!dir.exists("ran"));
     assert_eq!(cluster.get("redlock:plain"), None);
+}
+
+/// A port that answers HTTP: "not a Redis server", naming the address, not a parse error.
+#[test]
+fn a_server_that_is_not_redis_is_named_so() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut request = [0u8; 512];
+            let _ = stream.read(&mut request);
+            let _ = stream.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let url = format!("redis://:Qx7secret@127.0.0.1:{port}");
+    for args in [&["-k", "http", "--", "true"][..], &["status", "-k", "http"]] {
+        Wrapper::new(&url)
+            .args(args)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains(&format!(
+                "redis://:***@127.0.0.1:{port} is not a Redis server"
+            ))
+            .assert_stderr_lacks("Unexpected")
+            .assert_not_leaked("Qx7secret");
+    }
 }
 
 /// `?protocol=resp3` is refused up front (waiters would never hear a release on it).
