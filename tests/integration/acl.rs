@@ -169,6 +169,9 @@ fn a_missing_permission_is_named_before_the_command_runs() {
         ("+zrange", "ZRANGE"),
         ("+hset", "HSET"),
         ("+hdel", "HDEL"),
+        // With the channels and SUBSCRIBE allowed, waiters would listen for a release that
+        // is never announced, and sleep until the TTL.
+        ("+publish", "PUBLISH"),
         // The server's own words: "...access one of the keys..." (Redis), "...access a
         // key" (Valkey).
         ("~redlock:*", "key"),

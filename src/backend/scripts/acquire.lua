@@ -160,6 +160,8 @@ may(function()
 end, 'HSET', woken, token, 0)
 may(nil, 'HDEL', woken, token)
 may(nil, 'TIME')
+-- And announcing the release, if waiters can listen for it.
+may_announce(ARGV[10], prefix .. token)
 -- Taking a slot is leaving the queue.
 call('ZREM', queue, token)
 call('INCR', KEYS[n + 2])
