@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use crate::support::deployments::Cluster;
+use crate::support::deployments::{Cluster, SentinelSet};
 use crate::support::*;
 
 /// Makes `server` one that evicts keys by `policy` once it holds 100 MB.
@@ -89,6 +89,33 @@ fn redlock_with_one_evicting_node_is_refused() {
     for node in &nodes {
         assert!(!node.exists("redlock:ev"), "port {}: left", node.port());
     }
+}
+
+/// Sentinel: the master the sentinels name is checked; Cluster: the master that serves the
+/// lock's slot (another master evicting does not matter to this lock).
+#[test]
+fn the_master_found_is_checked() {
+    let set = SentinelSet::start();
+    let _: () = set.master.query(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    let _: () = set
+        .master
+        .query(&["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+    assert_refused_for_eviction(set.cmd(), "volatile-lru");
+
+    let cluster = Cluster::start();
+    let owner = cluster.owner_of("redlock:ev");
+    let other = (owner + 1) % cluster.nodes.len();
+    let _: () = cluster.nodes[other].query(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    let _: () = cluster.nodes[other].query(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    cluster
+        .cmd()
+        .args(["-k", "ev", "--", "true"])
+        .run()
+        .assert_code(0);
+    let _: () = cluster.nodes[owner].query(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    let _: () = cluster.nodes[owner].query(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    assert_refused_for_eviction(cluster.cmd(), "allkeys-lru");
+    assert_eq!(cluster.get("redlock:ev"), None);
 }
 
 /// A plain `redis://` URL that leads to a Redis Cluster node (the one that serves the key):
