@@ -187,10 +187,13 @@ impl Session<'_> {
             let mut connection = Prelude::new(connection, questions.as_ref().map(|q| &q[..]));
             self.sent_at = Some(Instant::now());
             let result = armed.and_then(|()| command(&mut connection, asking));
-            if let (Some(answers), Ok(_)) = (connection.answers.take(), &result) {
+            // Answered even when the command itself failed (NOSCRIPT, MOVED): not asked again.
+            if let Some(answers) = connection.answers.take() {
                 node.facts = Some(vetting::facts_from(&answers, connection.inner));
             }
-            self.facts = node.facts.clone();
+            if self.vet {
+                self.facts = node.facts.clone();
+            }
             self.node = Some(address.clone());
             self.replicas = node_replicas;
             let err = match result {
