@@ -3,8 +3,9 @@
 //! them. Every command a session sends gets the time left before the call's deadline (or
 //! the configured timeout, if sooner) for its write and its read; cluster redirections
 //! (`MOVED`, `ASK`) are followed; a script the server lacks (`NOSCRIPT`) is loaded with all
-//! the others and run in the same round trip. What the commands mean is `protocol`'s and
-//! `inspect`'s business.
+//! the others and run in the same round trip; an acquisition's first command on a
+//! connection carries `vetting`'s questions in the same write. What the commands mean is
+//! `protocol`'s and `inspect`'s business.
 //!
 //! Every failure drops the connection it happened on (a timed-out reply may still arrive
 //! and would be read as the answer to the next command); the next call reconnects.

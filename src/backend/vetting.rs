@@ -7,7 +7,8 @@
 //!
 //! It costs the uncontended path no round trip: `INFO memory` and `INFO cluster` ride in
 //! the same write as a connection's first acquisition (`Prelude`), and what they say is
-//! kept with the connection. `INFO` is asked rather than `CONFIG GET`: managed services
+//! kept with the connection (and, for a waiter that closes it between tries, with the
+//! endpoint until a failure: see `Endpoint::rest`). `INFO` is asked rather than `CONFIG GET`: managed services
 //! and hardened servers refuse or rename `CONFIG`, and a user allowed `CONFIG GET` could
 //! read the server's passwords. Only where `INFO` is refused is `CONFIG GET` tried, in a
 //! round trip of its own.

@@ -75,6 +75,37 @@ fn eviction_may_be_allowed_and_noeviction_is_fine() {
         .assert_stderr_lacks("evict");
 }
 
+/// The check rides on a connection's first acquisition, and a waiter, which closes its
+/// connection between tries, is not asked again on each: the `INFO` calls the server counts
+/// do not grow while it waits and takes the lock.
+#[test]
+fn a_waiter_is_checked_once_not_on_every_try() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("checked-once");
+    // `INFO commandstats` counts the calls before it; this reading adds one itself.
+    let infos = || -> u64 {
+        let stats: String = server.query(&["INFO", "commandstats"]);
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix("cmdstat_info:calls="))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse().unwrap())
+    };
+    let holder = hold(server.cmd().args(["-k", "once"]), &dir, "h");
+    let mut waiter = server
+        .cmd()
+        .args(["-v", "-k", "once", "--wait", "20s", "--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to be waiting", || {
+        waiter.stderr_so_far().contains("still busy") || waiter.has_exited()
+    });
+    let before = infos();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter.wait().assert_code(0);
+    assert_eq!(infos(), before + 1, "the waiter asked INFO again");
+}
+
 /// Redlock: one evicting node of three is enough to refuse (its copy of the lock may vanish,
 /// and a majority would then rest on the other two alone).
 #[test]
