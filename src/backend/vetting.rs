@@ -359,4 +359,62 @@ mod tests {
         );
         assert_eq!(field("cluster_enabled:1\r\n", "cluster_enabled"), Some("1"));
     }
+
+    #[test]
+    fn an_unfit_server_is_refused_unless_eviction_is_allowed() {
+        let facts = |memory: Memory, cluster: bool| Facts { memory, cluster };
+        let evicts = || Memory::Evicts {
+            policy: String::from("allkeys-lru"),
+        };
+        assert_eq!(
+            unfit(Some(&facts(Memory::Keeps, false)), Eviction::Refused, false),
+            None
+        );
+        assert!(matches!(
+            unfit(Some(&facts(evicts(), false)), Eviction::Refused, false),
+            Some(Unfit::Evicts { .. })
+        ));
+        assert_eq!(
+            unfit(Some(&facts(evicts(), false)), Eviction::Allowed, false),
+            None
+        );
+        let unknown = facts(Memory::Unknown(String::from("?")), false);
+        assert!(matches!(
+            unfit(Some(&unknown), Eviction::Refused, false),
+            Some(Unfit::MayEvict { .. })
+        ));
+        assert_eq!(unfit(Some(&unknown), Eviction::Allowed, false), None);
+        // A cluster node is refused behind a plain URL, whatever --allow-eviction says.
+        let node = facts(Memory::Keeps, true);
+        assert_eq!(
+            unfit(Some(&node), Eviction::Allowed, false),
+            Some(Unfit::ClusterNode)
+        );
+        assert_eq!(unfit(Some(&node), Eviction::Refused, true), None);
+        let message = format!(
+            "{:#}",
+            Unfit::Evicts {
+                policy: "volatile-ttl".into()
+            }
+            .error("R")
+        );
+        assert!(
+            message.starts_with("R may evict the lock's key"),
+            "{message}"
+        );
+        assert!(message.contains("CONFIG SET maxmemory-policy noeviction"));
+    }
+
+    proptest::proptest! {
+        /// Whatever a server writes in its INFO reply, reading it never panics.
+        #[test]
+        fn any_info_text_is_read_or_called_unknown(text in "\\PC{0,200}") {
+            let _ = memory_from(
+                field(&text, "maxmemory"),
+                field(&text, "maxmemory_policy"),
+                "INFO memory",
+            );
+            let _ = field(&text, "cluster_enabled");
+        }
+    }
 }
