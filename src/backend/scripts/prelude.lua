@@ -43,11 +43,11 @@ end
 -- `channel`: this holder's own wake-up channel, where nobody else listens.
 local function may_announce(sharded, channel)
   if redis.acl_check_cmd then
-    local may = function(command, ...)
+    local allowed = function(command, ...)
       return redis.acl_check_cmd(command, ...)
         or (sharded == '1' and redis.acl_check_cmd('S' .. command, ...))
     end
-    if may('PUBLISH', channel, '') or not may('SUBSCRIBE', channel) then
+    if allowed('PUBLISH', channel, '') or not allowed('SUBSCRIBE', channel) then
       return
     end
   else
