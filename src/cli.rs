@@ -199,6 +199,17 @@ pub struct RunArgs {
     #[arg(long, value_name = "TEXT", env = "REDLOCK_LABEL")]
     pub label: Option<String>,
 
+    /// Take the lock even on a Redis that may evict it (maxmemory set with a
+    /// maxmemory-policy other than noeviction): Redis may then delete a held lock under
+    /// memory pressure and let a second holder in. Without it, such a server is refused
+    #[arg(
+        long,
+        env = "REDLOCK_ALLOW_EVICTION",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue
+    )]
+    pub allow_eviction: bool,
+
     /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
     /// they are removed from it when they hold a password
     #[arg(long)]

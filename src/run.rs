@@ -135,7 +135,7 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
         config.label.as_deref(),
     );
     let token = lock.token.clone();
-    let backend = backend::open(&config.redis, config.redis_timeout, lock)?;
+    let backend = backend::open(&config.redis, config.redis_timeout, lock, config.eviction)?;
     report::verbose(format_args!(
         "taking {} at {}",
         config.key,

@@ -6,7 +6,7 @@
 //! holder cannot announce their release, and are polled instead, with backoff and jitter so
 //! that waiters spread out: a holder that is not redlock-run (another client's `SET NX`
 //! lock, another application's key), and any holder when this Redis user may not subscribe
-//! (its ACL lacks the channel).
+//! (its ACL lacks the channel) or the server has no `SUBSCRIBE` (renamed away).
 //!
 //! No attempt or subscription of a wait outlasts its deadline, however slowly Redis
 //! answers, and none starts after it: a wait paused past its deadline (`SIGSTOP`, a frozen
@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::backend::{
-    is_refused_by_acl, is_transient, Attempt, Holder, Key, LockBackend, Notice, Subscription,
+    cannot_subscribe, is_refused_by_acl, is_transient, Attempt, Holder, Key, LockBackend, Notice,
+    Subscription,
 };
 use crate::event::Event;
 use crate::holder::Blocker;
@@ -93,7 +94,7 @@ enum Listening {
     Not,
     /// Held for as long as it should last: dropping it ends the subscription.
     Subscribed { _kept: Subscription },
-    /// The ACL refuses the subscription: poll.
+    /// The ACL refuses the subscription, or the server has none: poll.
     Polling,
 }
 
@@ -170,7 +171,9 @@ pub fn wait_for_lock(
                     }
                     subscribed_before = true;
                 }
-                Err(err) if is_refused_by_acl(&err) => {
+                // Or the server has no SUBSCRIBE: as for a foreign holder, looking is the
+                // only way to learn of a release.
+                Err(err) if is_refused_by_acl(&err) || cannot_subscribe(&err) => {
                     report::warn(format_args!(
                         "{err:#}; without release notices, looking every {} instead",
                         report::duration(NO_NOTICES_POLL)

@@ -3,8 +3,9 @@
 //! them. Every command a session sends gets the time left before the call's deadline (or
 //! the configured timeout, if sooner) for its write and its read; cluster redirections
 //! (`MOVED`, `ASK`) are followed; a script the server lacks (`NOSCRIPT`) is loaded with all
-//! the others and run in the same round trip. What the commands mean is `protocol`'s and
-//! `inspect`'s business.
+//! the others and run in the same round trip; an acquisition's first command on a
+//! connection carries `vetting`'s questions in the same write. What the commands mean is
+//! `protocol`'s and `inspect`'s business.
 //!
 //! Every failure drops the connection it happened on (a timed-out reply may still arrive
 //! and would be read as the answer to the next command); the next call reconnects.
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use redis::{
-    Cmd, Connection, ErrorKind, FromRedisValue, RedisError, RedisResult, Script, ServerErrorKind,
+    Cmd, Connection, ConnectionLike, ErrorKind, FromRedisValue, RedisError, RedisResult, Script,
+    ServerErrorKind,
 };
 
 use super::endpoint::{Endpoint, Target};
@@ -21,6 +23,7 @@ use super::error::{describe_error, is_permission_error, time_left, BackendError}
 use super::key::Key;
 use super::scripts;
 use super::target::RedisTarget;
+use super::vetting::{self, Facts, Prelude};
 
 /// How many `MOVED`/`ASK` redirections one command follows: a slot moves once per
 /// resharding step, so more means the cluster is in flux, and the caller retries later.
@@ -53,9 +56,20 @@ pub struct Session<'a> {
     pub replicas: Option<usize>,
     /// A reply may still be on its way although the call succeeded: drop the connections.
     spoiled: bool,
+    /// Whether the next command is to carry `vetting::questions` on a connection that has
+    /// not been asked them yet (an acquisition: see `vetting`).
+    vet: bool,
+    /// What the server the last command went to said of itself, if it was asked.
+    pub facts: Option<Facts>,
 }
 
 impl Session<'_> {
+    /// From now on, the first command on each connection also asks the server what
+    /// `vetting` needs to know, in the same write; `facts` then holds the answer.
+    pub fn vet(&mut self) {
+        self.vet = true;
+    }
+
     /// Sends `command` and reads its reply.
     pub fn query<T: FromRedisValue>(&mut self, command: &Cmd) -> Result<T> {
         let reply = self.send(None, |connection, asking| {
@@ -85,7 +99,7 @@ impl Session<'_> {
             .arg(args);
         // Every key of one lock shares a hash slot: the first one routes the script.
         let key = keys.first().map(|key| key.as_bytes());
-        let run = |connection: &mut Connection, asking: bool| {
+        let run = |connection: &mut dyn ConnectionLike, asking: bool| {
             if !asking {
                 return evalsha.query(connection);
             }
@@ -96,7 +110,7 @@ impl Session<'_> {
             Err((err, _)) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
             other => return other.map_err(|(err, node)| describe_error(err, &node)),
         }
-        let load_and_run = |connection: &mut Connection, asking: bool| {
+        let load_and_run = |connection: &mut dyn ConnectionLike, asking: bool| {
             let mut pipe = redis::pipe();
             for source in scripts::ALL {
                 pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
@@ -121,7 +135,7 @@ impl Session<'_> {
             .arg(keys.len())
             .arg(keys)
             .arg(args);
-        let run_source = |connection: &mut Connection, asking: bool| {
+        let run_source = |connection: &mut dyn ConnectionLike, asking: bool| {
             if !asking {
                 return eval.query(connection);
             }
@@ -157,7 +171,7 @@ impl Session<'_> {
     fn send<T>(
         &mut self,
         key: Option<&[u8]>,
-        mut command: impl FnMut(&mut Connection, bool) -> RedisResult<T>,
+        mut command: impl FnMut(&mut dyn ConnectionLike, bool) -> RedisResult<T>,
     ) -> Result<std::result::Result<T, (RedisError, String)>> {
         let mut redirect: Option<(String, bool)> = None;
         for _ in 0..=MAX_REDIRECTS {
@@ -182,8 +196,17 @@ impl Session<'_> {
                 .set_read_timeout(Some(limit))
                 .and_then(|()| connection.set_write_timeout(Some(limit)));
             let asking = matches!(redirect, Some((_, true)));
+            let questions = (self.vet && node.facts.is_none()).then(vetting::questions);
+            let mut connection = Prelude::new(connection, questions.as_ref().map(|q| &q[..]));
             self.sent_at = Some(Instant::now());
-            let result = armed.and_then(|()| command(connection, asking));
+            let result = armed.and_then(|()| command(&mut connection, asking));
+            // Answered even when the command itself failed (NOSCRIPT, MOVED): not asked again.
+            if let Some(answers) = connection.answers.take() {
+                node.facts = Some(vetting::facts_from(&answers, connection.inner));
+            }
+            if self.vet {
+                self.facts = node.facts.clone();
+            }
             self.node = Some(address.clone());
             self.replicas = node_replicas;
             let err = match result {
@@ -270,6 +293,8 @@ impl Link {
             sent_at: None,
             replicas: None,
             spoiled: false,
+            vet: false,
+            facts: None,
         };
         let result = commands(&mut session);
         self.sent = session.sent_at.is_some();

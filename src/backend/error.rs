@@ -89,6 +89,12 @@ pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
             format!("{display} is a Redis Cluster node ({err}): use a redis+cluster:// URL")
         }
         ErrorKind::Server(_) => format!("{display} answered with an error: {err}"),
+        // The reply is not in Redis's protocol at all (an HTTP server's "HTTP/1.1 400"):
+        // the parser's own words, bytes by number, would only puzzle.
+        ErrorKind::Parse if err.to_string().contains("Parse error at") => format!(
+            "{display} is not a Redis server: it answered in another protocol (is the host \
+             and port right?)"
+        ),
         _ => format!("request to {display} failed: {err}"),
     };
     // READONLY: the server was the master and is a replica now (a failover); the others: it
@@ -197,6 +203,21 @@ mod tests {
         )
         .contains("refused a command redlock-run needs: this user has no permissions to access"));
         assert!(described("WRONGPASS invalid").starts_with("authentication failed at R"));
+    }
+
+    #[test]
+    fn a_reply_in_another_protocol_is_not_redis() {
+        let err = redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap_err();
+        let described = format!("{:#}", describe_error(err, "redis://:***@h:80"));
+        assert_eq!(
+            described,
+            "redis://:***@h:80 is not a Redis server: it answered in another protocol (is the \
+             host and port right?)"
+        );
+        // A reply of another type than expected is Redis's, and says so.
+        let typed =
+            RedisError::from(redis::from_redis_value::<i64>(redis::Value::Nil).unwrap_err());
+        assert!(!format!("{:#}", describe_error(typed, "R")).contains("not a Redis server"));
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
 //! - `protocol`: the lock on one deployment, `notices` its subscription to release
 //!   notices; `quorum`: Redlock over several;
+//! - `vetting`: whether a server can keep a lock at all (eviction, a cluster node behind a
+//!   plain URL), asked along with the first acquisition on each connection;
 //! - `inspect`: reading and clearing locks for `status`, `list` and `release`.
 //!
 //! The rest of the program sees [`LockBackend`] and [`inspect::Inspector`], never a Redis
@@ -24,6 +26,7 @@ mod protocol;
 mod quorum;
 mod scripts;
 mod target;
+mod vetting;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,7 +40,9 @@ pub use layout::{
     colocates, lock_of_internal_key, shares_keys_with, Holder, Key, LockRequest, MAX_KEY_LEN,
     MAX_LABEL_LEN, MAX_LIMIT,
 };
+pub use notices::cannot_subscribe;
 pub use target::{holds_secret, Deployment, Password, Sources};
+pub use vetting::Eviction;
 
 // The parsers of what comes from outside, for `crate::fuzzing`.
 pub(crate) use endpoint::{key_slot, master_address, parse_slots};
@@ -45,15 +50,17 @@ pub(crate) use layout::{identity_in, sibling_key};
 pub(crate) use target::{mask_url, redact_url, split_urls};
 
 /// The backend for `deployment`: one Redis deployment, or a Redlock quorum over several
-/// independent masters. Nothing is connected yet.
+/// independent masters. Nothing is connected yet. Each acquisition refuses a server that
+/// may evict the lock, unless `eviction` allows it (see `vetting`).
 pub fn open(
     deployment: &Deployment,
     timeout: Duration,
     lock: LockRequest,
+    eviction: Eviction,
 ) -> Result<Box<dyn LockBackend>> {
     Ok(match deployment.targets() {
-        [single] => Box::new(protocol::SingleRedis::new(single, timeout, lock)?),
-        nodes => Box::new(quorum::Quorum::new(nodes, timeout, lock)?),
+        [single] => Box::new(protocol::SingleRedis::new(single, timeout, lock, eviction)?),
+        nodes => Box::new(quorum::Quorum::new(nodes, timeout, lock, eviction)?),
     })
 }
 

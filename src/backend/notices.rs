@@ -70,7 +70,7 @@ pub fn subscribe(
                 })
                 .and_then(|()| connection.set_read_timeout(Some(SUBSCRIBER_CHECK)));
             if let Err(err) = subscribed {
-                let _ = ready_tx.send(Err(describe_error(err, &display)));
+                let _ = ready_tx.send(Err(subscription_error(err, &display)));
                 return;
             }
             let pubsub = connection.as_pubsub();
@@ -123,7 +123,7 @@ pub fn subscribe_sharded(
         };
         link.moved();
         if !is_moved(&err) {
-            return Err(describe_error(err, &display));
+            return Err(subscription_error(err, &display));
         }
         if redirects == MAX_REDIRECTS {
             return Err(anyhow::Error::new(BackendError {
@@ -166,21 +166,56 @@ fn shard_subscribe(connection: &mut Connection, channels: &[Key; 2]) -> RedisRes
     };
     match confirm(connection, "SUBSCRIBE", channels) {
         Ok(more) => early.extend(more),
-        // This user may subscribe only the sharded way, and so, presumably, publish.
-        Err(err) if is_permission_error(&err) => {}
+        // This user (or server) may subscribe only the sharded way, and so, presumably,
+        // publish.
+        Err(err) if lacks_sharded_pubsub(&err) => {}
         Err(err) => return Err(err),
     }
     Ok(early)
 }
 
-/// Whether a refused `SSUBSCRIBE` means the server does not have it or this user may not
-/// use it.
+/// Whether a refused `SSUBSCRIBE` (or `SUBSCRIBE`) means the server does not have it or
+/// this user may not use it.
 fn lacks_sharded_pubsub(err: &RedisError) -> bool {
-    is_permission_error(err)
-        || err
-            .to_string()
-            .to_ascii_lowercase()
-            .contains("unknown command")
+    is_permission_error(err) || is_unknown_command(err)
+}
+
+/// The server does not know the command: it was renamed away (`rename-command SUBSCRIBE
+/// ""`), or this is not Redis itself but something that speaks its protocol.
+fn is_unknown_command(err: &RedisError) -> bool {
+    err.to_string()
+        .to_ascii_lowercase()
+        .contains("unknown command")
+}
+
+/// A server without the subscription commands: no release notice can be heard from it,
+/// so a waiter looks often instead, as it does when its ACL refuses the channel.
+#[derive(Debug)]
+pub struct NoSubscription(String);
+
+impl std::fmt::Display for NoSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoSubscription {}
+
+/// Whether `err` says the server cannot carry a subscription at all.
+pub fn cannot_subscribe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|cause| cause.downcast_ref::<NoSubscription>().is_some())
+}
+
+/// A failed subscription, described: `NoSubscription` for a server that lacks the
+/// command, as `describe_error` says otherwise.
+fn subscription_error(err: RedisError, display: &str) -> anyhow::Error {
+    if is_unknown_command(&err) {
+        return anyhow::Error::new(NoSubscription(format!(
+            "{display} does not know SUBSCRIBE (renamed away in its configuration?)"
+        )));
+    }
+    describe_error(err, display)
 }
 
 /// Sends `verb` with `channels` and reads until each channel is confirmed; an error reply

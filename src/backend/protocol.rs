@@ -20,6 +20,7 @@ use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest
 use super::notices;
 use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
 use super::target::RedisTarget;
+use super::vetting::{self, Eviction};
 use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
 use crate::{lease, report};
 
@@ -41,13 +42,21 @@ pub struct SingleRedis {
     /// A Redlock node: where the server's `run_id` goes, learnt with the first acquisition
     /// (see `identify`).
     server_id: Option<Arc<OnceLock<String>>>,
+    /// Whether a server that may evict the lock is used anyway (see `vetting`).
+    eviction: Eviction,
 }
 
 impl SingleRedis {
     /// Prepares the client; connects on first use.
-    pub fn new(target: &RedisTarget, timeout: Duration, lock: LockRequest) -> Result<SingleRedis> {
+    pub fn new(
+        target: &RedisTarget,
+        timeout: Duration,
+        lock: LockRequest,
+        eviction: Eviction,
+    ) -> Result<SingleRedis> {
         let link = Link::new(target, timeout)?;
         Ok(SingleRedis {
+            eviction,
             channels: Channels::of(&lock.key, link.is_cluster()),
             link,
             identity: lock.identity(),
@@ -111,10 +120,15 @@ impl SingleRedis {
         let key = &self.lock.key;
         let server = self.link.display().to_string();
         let server_id = self.server_id.as_ref();
+        let (eviction, cluster) = (self.eviction, self.link.is_cluster());
         loop {
             let until = if retried { end } else { first_end };
+            // The server is asked whether it can keep a lock at all in the same write as the
+            // first acquisition on each connection (`vetting`): the answer comes after the
+            // script ran, and a lock taken on an unfit server is let go at once.
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
                 self.link.call(Some(until), |session| {
+                    session.vet();
                     let (status, number, value, ahead, repaired, run_id): (
                         i64,
                         i64,
@@ -124,6 +138,9 @@ impl SingleRedis {
                         String,
                     ) = session.eval(&ACQUIRE, &keys, &args)?;
                     let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                    if let Some(unfit) = vetting::unfit(session.facts.as_ref(), eviction, cluster) {
+                        return Err(anyhow::Error::new(Refused(unfit, status == 1, number)));
+                    }
                     warn_repaired(repaired, key, &server);
                     if let Some(id) = server_id.filter(|_| !run_id.is_empty()) {
                         let _ = id.set(run_id);
@@ -135,6 +152,13 @@ impl SingleRedis {
                     }
                     Ok(((status, number, value, ahead), sent_at))
                 });
+            let reply = match reply {
+                Err(err) => match err.downcast::<Refused>() {
+                    Ok(Refused(unfit, taken, slot)) => return Err(self.refuse(&unfit, taken, slot)),
+                    Err(err) => Err(err),
+                },
+                Ok(reply) => Ok(reply),
+            };
             match reply {
                 Ok(((1, slot, fence, _), sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot as u32));
@@ -174,6 +198,26 @@ impl SingleRedis {
                 Err(_) => retried = true,
             }
         }
+    }
+
+    /// The error for a server found `unfit` for a lock; the lock it took (`taken`, in
+    /// `slot`) is let go first, waking a waiter that this attempt kept out.
+    fn refuse(&mut self, unfit: &vetting::Unfit, taken: bool, slot: i64) -> anyhow::Error {
+        if taken {
+            self.held = u32::try_from(slot)
+                .ok()
+                .map(|slot| self.lock.slot_key(slot));
+            let deadline = Instant::now() + self.link.timeout();
+            let notice = format!("{}#0", self.identity);
+            if let Err(err) = self.release_announcing(None, deadline, &notice) {
+                report::warn(format_args!(
+                    "cannot let go of {} at once ({err:#}); it expires by its TTL",
+                    self.lock.key
+                ));
+            }
+            self.held = None;
+        }
+        unfit.error(self.link.display())
     }
 
     /// Raises this server's fence counter to `fence` if it is lower (Redlock: the fence
@@ -382,6 +426,19 @@ fn budget_end(timeout: Duration, deadline: Option<Instant>) -> Instant {
     let end = Instant::now() + timeout;
     deadline.map_or(end, |deadline| deadline.min(end))
 }
+
+/// An acquisition's reply from a server found unfit for a lock (`vetting`): why, whether
+/// the lock was taken, and in which slot.
+#[derive(Debug)]
+struct Refused(vetting::Unfit, bool, i64);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server is unfit for a lock: {:?}", self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// After taking the lock on a master that has replicas (Sentinel, Cluster), waits up to
 /// `wait` for one of them to confirm the write. Replication is asynchronous: a failover to a

@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::backend::{
-    colocates, holds_secret, shares_keys_with, Deployment, Key, Password, Sources, MAX_KEY_LEN,
-    MAX_LABEL_LEN, MAX_LIMIT,
+    colocates, holds_secret, shares_keys_with, Deployment, Eviction, Key, Password, Sources,
+    MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
@@ -53,6 +53,8 @@ pub struct Config {
     pub command: Vec<OsString>,
     /// What waiters see of this holder besides its host, pid and program's name.
     pub label: Option<String>,
+    /// Whether a Redis that may evict the lock is used anyway (`--allow-eviction`).
+    pub eviction: Eviction,
     /// Variables of ours left out of the command's environment: those that hold a password.
     pub hidden_env: Vec<&'static str>,
     pub verbosity: Verbosity,
@@ -282,6 +284,11 @@ impl Config {
             max_runtime,
             command,
             label: args.label,
+            eviction: if args.allow_eviction {
+                Eviction::Allowed
+            } else {
+                Eviction::Refused
+            },
             hidden_env: if args.pass_redis_env {
                 Vec::new()
             } else {

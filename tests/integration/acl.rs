@@ -43,6 +43,7 @@ pub(crate) fn minimal_rules(without: &[&str]) -> Vec<String> {
         "+publish",
         "+subscribe",
         "+scan",
+        "+info",
     ];
     rules
         .into_iter()
@@ -168,6 +169,9 @@ fn a_missing_permission_is_named_before_the_command_runs() {
         ("+zrange", "ZRANGE"),
         ("+hset", "HSET"),
         ("+hdel", "HDEL"),
+        // With the channels and SUBSCRIBE allowed, waiters would listen for a release that
+        // is never announced, and sleep until the TTL.
+        ("+publish", "PUBLISH"),
         // The server's own words: "...access one of the keys..." (Redis), "...access a
         // key" (Valkey).
         ("~redlock:*", "key"),
@@ -185,6 +189,39 @@ fn a_missing_permission_is_named_before_the_command_runs() {
         assert!(!dir.exists("ran"), "without {rule} the command ran");
         assert!(!server.exists("redlock:p"), "without {rule} a key was left");
     }
+}
+
+/// The eviction check as a user that may not run `CONFIG` (README's minimal user): read
+/// through `INFO`, so an evicting server is still refused; a user that may run neither
+/// is refused too, since the check cannot be made, unless it passes `--allow-eviction`.
+#[test]
+fn the_eviction_check_works_without_config() {
+    let (server, url) = server_with_user(&minimal_rules(&[]));
+    let _: () = server.query(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    let _: () = server.query(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let dir = TempDir::new("acl-evict");
+    Wrapper::new(&url)
+        .args(["-k", "e", "--", "touch"])
+        .arg(dir.join("ran"))
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("maxmemory-policy is allkeys-lru");
+    assert!(!dir.exists("ran"));
+
+    let (server, url) = server_with_user(&minimal_rules(&["+info"]));
+    let _: () = server.query(&["CONFIG", "SET", "maxmemory", "100mb"]);
+    Wrapper::new(&url)
+        .args(["-k", "e", "--", "touch"])
+        .arg(dir.join("ran"))
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("cannot tell whether")
+        .assert_stderr_contains("+info");
+    assert!(!dir.exists("ran"));
+    Wrapper::new(&url)
+        .args(["-k", "e", "--allow-eviction", "--", "true"])
+        .run()
+        .assert_code(0);
 }
 
 /// Without the channels (Redis 7's default for a new user): a release that deleted the key

@@ -21,6 +21,7 @@ mod signals;
 mod support;
 mod terminal;
 mod tls;
+mod unusual_servers;
 mod users;
 mod waiters;
 mod waiting;

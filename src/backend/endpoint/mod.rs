@@ -41,6 +41,7 @@ use redis::{
 };
 
 use super::error::{describe_error, time_left};
+use super::vetting::Facts;
 use cluster::Cluster;
 use sentinel::Sentinels;
 
@@ -51,6 +52,9 @@ pub struct Endpoint {
     /// Open connections by node address; a plain server or a Sentinel-found master has one,
     /// under "".
     connections: HashMap<String, Node>,
+    /// What each server said of itself (`vetting`) on a connection closed by `rest`: the
+    /// same server, asked again on every try of a waiter, would only cost it two commands.
+    rested: HashMap<String, Facts>,
 }
 
 /// An open connection to one server.
@@ -59,6 +63,8 @@ pub struct Node {
     /// How many replicas this master had when connected; `None` when not asked (a plain
     /// server: nothing would fail over to them by itself).
     pub replicas: Option<usize>,
+    /// What the server said of itself on this connection (`vetting`), once asked.
+    pub facts: Option<Facts>,
 }
 
 /// Where a command should go.
@@ -98,6 +104,15 @@ impl Endpoint {
             "rediss+cluster" => Kind::Cluster(Cluster::parse(rest, true)?),
             _ => {
                 let info = url.into_connection_info().map_err(|err| err.to_string())?;
+                // Release notices are read as RESP2 pub/sub replies: on RESP3 they come as
+                // pushes that a plain subscription never hears, and waiters would wait on a
+                // free lock for ever.
+                if info.redis_settings().protocol() != ProtocolVersion::RESP2 {
+                    return Err(String::from(
+                        "protocol=resp3 (RESP3) is not supported: redlock-run speaks RESP2 to \
+                         the server; remove the protocol parameter",
+                    ));
+                }
                 Kind::Server(Client::open(tune(info)).map_err(|err| err.to_string())?)
             }
         };
@@ -105,6 +120,7 @@ impl Endpoint {
             kind,
             display: display.to_string(),
             connections: HashMap::new(),
+            rested: HashMap::new(),
         })
     }
 
@@ -128,7 +144,8 @@ impl Endpoint {
             },
         };
         if !self.connections.contains_key(&address) {
-            let node = self.open(&address, until, true)?;
+            let mut node = self.open(&address, until, true)?;
+            node.facts = self.rested.get(&address).cloned();
             self.connections.insert(address.clone(), node);
         }
         let node = self
@@ -192,6 +209,7 @@ impl Endpoint {
     /// to a server that is no longer the master); the next call reconnects.
     pub fn disconnect(&mut self) {
         self.connections.clear();
+        self.rested.clear();
         if let Kind::Cluster(cluster) = &mut self.kind {
             cluster.mark_stale();
         }
@@ -203,7 +221,11 @@ impl Endpoint {
     /// it again means asking the sentinels.
     pub fn rest(&mut self) {
         if !matches!(self.kind, Kind::Sentinel(_)) {
-            self.connections.clear();
+            for (address, node) in self.connections.drain() {
+                if let Some(facts) = node.facts {
+                    self.rested.insert(address, facts);
+                }
+            }
         }
     }
 
@@ -226,6 +248,7 @@ impl Endpoint {
                 Ok(Node {
                     connection,
                     replicas: None,
+                    facts: None,
                 })
             }
             Kind::Sentinel(sentinels) => sentinels.master(until, &self.display),
@@ -244,6 +267,7 @@ impl Endpoint {
                 Ok(Node {
                     connection,
                     replicas,
+                    facts: None,
                 })
             }
         }

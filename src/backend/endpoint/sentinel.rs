@@ -151,6 +151,7 @@ impl Sentinels {
             Ok((connection, Role::Primary { replicas, .. })) => Ok(Node {
                 connection,
                 replicas: Some(replicas.len()),
+                facts: None,
             }),
             Ok(_) => Err(Miss::Failed(format!(
                 "{address}, which sentinel {sentinel} names as the master, is not a master (a \

@@ -38,8 +38,8 @@ use tally::{AcquireAnswers, ReleaseCopies, ReleaseTally, Tally};
 use super::error::BackendError;
 use super::target::RedisTarget;
 use super::{
-    Attempt, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal, Subscription,
-    SubscriptionParts,
+    Attempt, Eviction, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
+    Subscription, SubscriptionParts,
 };
 use crate::{lease, report};
 
@@ -55,7 +55,12 @@ pub struct Quorum {
 
 impl Quorum {
     /// Starts one thread per node; nothing is connected yet.
-    pub fn new(targets: &[RedisTarget], timeout: Duration, lock: LockRequest) -> Result<Quorum> {
+    pub fn new(
+        targets: &[RedisTarget],
+        timeout: Duration,
+        lock: LockRequest,
+        eviction: Eviction,
+    ) -> Result<Quorum> {
         // Every node queues this waiter by the same time (see `LockRequest::arrival_ms`).
         let joined = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -66,7 +71,7 @@ impl Quorum {
             arrival_ms: Some(joined),
             ..lock
         };
-        let nodes = Nodes::start(targets, timeout, &lock)?;
+        let nodes = Nodes::start(targets, timeout, &lock, eviction)?;
         let names: Vec<&str> = targets.iter().map(|t| t.display.as_str()).collect();
         Ok(Quorum {
             majority: majority(nodes.len()),
@@ -195,8 +200,13 @@ impl LockBackend for Quorum {
             mut tally,
             counted,
             refusals,
+            unfit,
         } = heard;
         tally.timed_out = end == RoundEnd::OutOfTime;
+        if let Some(err) = unfit {
+            self.let_go(&tally, true);
+            return Err(err);
+        }
         // One server named twice would count twice towards the majority. Its addresses
         // were compared at start-up; what it is, only its answer can tell.
         if let Some((earlier, later, run_id)) = self.nodes.same_server() {

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use crate::backend::protocol::SingleRedis;
 use crate::backend::target::RedisTarget;
 use crate::backend::{
-    Attempt, LockBackend, LockRequest, NoticeSink, Released, Renewal, SubscriptionParts,
+    Attempt, Eviction, LockBackend, LockRequest, NoticeSink, Released, Renewal, SubscriptionParts,
 };
 
 /// Once a round is decided, how long the nodes that have not answered get at least (twice
@@ -115,13 +115,14 @@ impl Nodes {
         targets: &[RedisTarget],
         timeout: Duration,
         lock: &LockRequest,
+        eviction: Eviction,
     ) -> Result<Nodes> {
         let (replies_tx, replies) = mpsc::channel();
         let mut nodes = Vec::with_capacity(targets.len());
         let server_ids: Vec<Arc<OnceLock<String>>> =
             targets.iter().map(|_| Arc::default()).collect();
         for (index, target) in targets.iter().enumerate() {
-            let mut single = SingleRedis::new(target, timeout, lock.clone())?;
+            let mut single = SingleRedis::new(target, timeout, lock.clone(), eviction)?;
             single.identify(Arc::clone(&server_ids[index]));
             let (jobs, queue) = mpsc::channel();
             let replies_tx = replies_tx.clone();

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::Answer;
 use crate::backend::error::{is_transient, BackendError};
 use crate::backend::layout::identity_in;
+use crate::backend::vetting::is_unfit;
 use crate::backend::{Attempt, Released};
 
 /// Which way each node went in one round, and whether the round is decided.
@@ -142,6 +143,9 @@ pub(super) struct AcquireAnswers {
     /// Each node that took the key, with its fence count.
     pub(super) counted: Vec<(usize, u64)>,
     pub(super) refusals: Refusals,
+    /// A node that cannot keep a lock (it may evict it: see `vetting`): the whole attempt is
+    /// refused, as a majority that leans on such a node may vanish.
+    pub(super) unfit: Option<anyhow::Error>,
 }
 
 impl AcquireAnswers {
@@ -150,6 +154,7 @@ impl AcquireAnswers {
             tally: Tally::new(nodes),
             counted: Vec::new(),
             refusals: Refusals::default(),
+            unfit: None,
         }
     }
 
@@ -168,10 +173,17 @@ impl AcquireAnswers {
                 self.tally.no.push(node);
                 self.refusals.seen.push((holder, holder_ttl));
             }
-            Answer::Acquire(Err(err)) => self.tally.fail(node, &err),
+            Answer::Acquire(Err(err)) => {
+                self.tally.fail(node, &err);
+                if is_unfit(&err) && self.unfit.is_none() {
+                    self.unfit = Some(err);
+                }
+            }
             _ => {}
         }
-        self.tally.heard_enough() || self.tally.answered() >= self.tally.majority
+        self.unfit.is_some()
+            || self.tally.heard_enough()
+            || self.tally.answered() >= self.tally.majority
     }
 }
 

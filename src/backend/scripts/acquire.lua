@@ -181,6 +181,8 @@ may(function()
 end, 'HSET', woken, token, 0)
 may(nil, 'HDEL', woken, token)
 may(nil, 'TIME')
+-- And announcing the release, if waiters can listen for it.
+may_announce(ARGV[10], prefix .. token)
 -- Taking a slot is leaving the queue.
 call('ZREM', queue, token)
 -- The fence: one past the counter. A missing counter (a new lock, or a server that lost its

@@ -41,6 +41,30 @@ local function may(harmless, command, ...)
   end
 end
 
+-- Raises the error `call` raises for PUBLISH unless this user may announce a release on
+-- `channel` (by SPUBLISH as well when `sharded` is '1', see `publish`), or could not hear
+-- one there either: a user whose ACL lacks the channel has waiters that look often instead
+-- of listening (wait.rs), while one that may listen but not announce would leave every
+-- waiter asleep until the TTL. On Redis 6.2 PUBLISH is sent, with nothing in it, on
+-- `channel`: this holder's own wake-up channel, where nobody else listens.
+local function may_announce(sharded, channel)
+  if redis.acl_check_cmd then
+    local allowed = function(command, ...)
+      return redis.acl_check_cmd(command, ...)
+        or (sharded == '1' and redis.acl_check_cmd('S' .. command, ...))
+    end
+    if allowed('PUBLISH', channel, '') or not allowed('SUBSCRIBE', channel) then
+      return
+    end
+  else
+    local heard = redis.pcall('PUBLISH', channel, '')
+    if not (type(heard) == 'table' and heard.err) or string.find(heard.err, 'channel', 1, true) then
+      return
+    end
+  end
+  error('NOPERM the ACL of this user does not allow PUBLISH, which redlock-run needs')
+end
+
 -- What `key` holds: its value when a string, false when it does not exist, true when it
 -- holds another type (another application's hash, list, ...: never ours).
 local function read(key)

@@ -54,6 +54,9 @@ pub struct ServerOptions {
     pub tls: Option<TlsFiles>,
     /// The server binary; `None` for the default (see the module doc).
     pub program: Option<PathBuf>,
+    /// More arguments for the server, after the fixture's own (`--rename-command`, which
+    /// `CONFIG SET` cannot change).
+    pub args: Vec<String>,
 }
 
 /// A private `redis-server` on a free loopback port, with its own temp dir and a unix socket
@@ -165,6 +168,7 @@ impl RedisServer {
         if let Some(pw) = &self.opts.password {
             cmd.arg("--requirepass").arg(pw);
         }
+        cmd.args(&self.opts.args);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
