@@ -124,7 +124,8 @@ pub struct Connection {
     )]
     pub prefix: std::ffi::OsString,
 
-    /// Time limit for connecting to Redis and for each Redis command
+    /// Time limit for connecting to Redis and for each Redis command (taking the lock: up
+    /// to twice this, as an attempt whose answer is lost is made once more)
     #[arg(
         long,
         value_name = "DUR",

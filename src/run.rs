@@ -358,6 +358,7 @@ fn acquire(
     let plan = WaitPlan {
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
+        redis_timeout: config.redis_timeout,
     };
     let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
         .with_context(|| format!("cannot wait for {}", config.key));

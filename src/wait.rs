@@ -8,14 +8,18 @@
 //! lock, another application's key), and any holder when this Redis user may not subscribe
 //! (its ACL lacks the channel) or the server has no `SUBSCRIBE` (renamed away).
 //!
-//! No attempt or subscription of a wait outlasts its deadline, however slowly Redis
-//! answers, and none starts after it: a wait paused past its deadline (`SIGSTOP`, a frozen
-//! VM) gives up when it resumes, without another try. Its last attempt is made a second
-//! before the deadline (half the wait, if that is shorter), so that Redis has time to answer
-//! it. A wait that ends while Redis cannot be reached says so (`Waited::Unreachable`)
-//! instead of calling the lock still held. A
-//! subscription that had to be made again is followed by an attempt at once: a release in
-//! the gap went unheard.
+//! No attempt or subscription of a wait starts after its deadline, and none is given longer
+//! than the deadline to answer: a wait paused past its deadline (`SIGSTOP`, a frozen VM)
+//! gives up when it resumes, without another try. The one exception is the retry of an
+//! attempt whose answer did not come: its request may have taken the lock, and only the
+//! retry can tell (it has a whole Redis timeout; see `protocol`), so a wait can end up to
+//! one `--redis-timeout` late against a server that stops answering. Its last attempt is
+//! made a second before the deadline (half the wait, if that is shorter), so that Redis has
+//! time to answer it. A wait that ends while Redis cannot be reached says so
+//! (`Waited::Unreachable`) instead of calling the lock still held; a step that the deadline
+//! itself cut short does not count as Redis failing (a busy lock behind a slow server ends
+//! as busy). A subscription that had to be made again is followed by an attempt at once: a
+//! release in the gap went unheard.
 //!
 //! It runs on the main thread and listens on the same event channel as the supervisor, so a
 //! signal and a release notice are heard in the order they came; an attempt in flight when a
@@ -59,6 +63,21 @@ const RELEASING_RETRY: Duration = Duration::from_millis(5);
 const RELEASING_TRIES: u32 = 10;
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+/// Whether a step begun at `step` that just failed was cut short by the wait's own
+/// deadline rather than given Redis's whole timeout: then it says nothing of Redis, and the
+/// wait ends on what Redis last did answer (a busy lock behind a slow server is 75, not
+/// "unreachable").
+fn cut_short(plan: &WaitPlan, step: Instant) -> bool {
+    let now = Instant::now();
+    plan.deadline
+        .is_some_and(|deadline| now + DEADLINE_SLACK >= deadline)
+        && now.saturating_duration_since(step) < plan.redis_timeout
+}
+
+/// How close to the wait's deadline a failing step counts as cut short by it: the deadline
+/// is checked by the clock after the step returns, a little late.
+const DEADLINE_SLACK: Duration = Duration::from_millis(5);
+
 /// How long before the wait's deadline its last attempt is made, at most (half the wait at
 /// most): time for Redis to answer it before the deadline.
 const LAST_TRY_LEAD: Duration = Duration::from_secs(1);
@@ -86,6 +105,8 @@ pub struct WaitPlan {
     pub deadline: Option<Instant>,
     /// Name the holder on stderr after a second of waiting (a terminal, or `-v`).
     pub announce: bool,
+    /// `--redis-timeout`: what a step that Redis failed had to answer in.
+    pub redis_timeout: Duration,
 }
 
 /// How release notices reach the waiter.
@@ -160,6 +181,7 @@ pub fn wait_for_lock(
                 }
                 notice => notices.send(Event::Notice(notice)).is_ok(),
             });
+            let step = Instant::now();
             match backend.subscribe(forward, plan.deadline) {
                 Ok(subscription) => {
                     listening = Listening::Subscribed {
@@ -184,7 +206,9 @@ pub fn wait_for_lock(
                     failures += 1;
                     next_try = Instant::now() + backoff(failures);
                     report_unreachable(&err, failures);
-                    last_failure = Some(err);
+                    if !cut_short(&plan, step) {
+                        last_failure = Some(err);
+                    }
                 }
                 Err(err) => return Err(err),
             }
@@ -196,6 +220,7 @@ pub fn wait_for_lock(
         let listens = !matches!(listening, Listening::Not);
         if (listens && Instant::now() >= next_try) || last_try {
             last_tried |= last_try;
+            let step = Instant::now();
             match backend.try_acquire(plan.deadline) {
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
@@ -251,7 +276,9 @@ pub fn wait_for_lock(
                     failures += 1;
                     next_try = Instant::now() + backoff(failures);
                     report_unreachable(&err, failures);
-                    last_failure = Some(err);
+                    if !cut_short(&plan, step) {
+                        last_failure = Some(err);
+                    }
                 }
                 Err(err) => return Err(err),
             }

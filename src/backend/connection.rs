@@ -152,12 +152,6 @@ impl Session<'_> {
         time_left(self.timeout, self.deadline).unwrap_or_default()
     }
 
-    /// The rest of the call may run until `deadline` instead (the time a retry would have
-    /// had, once none is needed).
-    pub fn extend_to(&mut self, deadline: Instant) {
-        self.deadline = Some(deadline);
-    }
-
     /// The connections are not to be used again after this call, although it succeeded.
     pub fn spoil(&mut self) {
         self.spoiled = true;

@@ -110,11 +110,12 @@ impl SingleRedis {
         ];
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
-        // A failure to connect sent nothing, and is not retried here. Both tries fit in one
-        // Redis timeout (or by `deadline`): the first leaves half of it to the retry, so
-        // that a server that never answers costs the timeout once, as `--help` says.
-        let end = budget_end(self.link.timeout(), deadline);
-        let first_end = Instant::now() + end.saturating_duration_since(Instant::now()) / 2;
+        // A failure to connect sent nothing, and is not retried here. The first try gives
+        // up at `deadline` (a wait's) or after the Redis timeout; the retry always has a
+        // whole Redis timeout, even past `deadline`: cut short, it could leave a lock taken
+        // by a request whose answer was merely slow held by nobody until its TTL. So a
+        // server that stops answering costs up to twice the timeout, as `--help` says.
+        let mut end = budget_end(self.link.timeout(), deadline);
         let mut retried = false;
         let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let key = &self.lock.key;
@@ -122,12 +123,14 @@ impl SingleRedis {
         let server_id = self.server_id.as_ref();
         let (eviction, cluster) = (self.eviction, self.link.is_cluster());
         loop {
-            let until = if retried { end } else { first_end };
+            if retried {
+                end = Instant::now() + self.link.timeout();
+            }
             // The server is asked whether it can keep a lock at all in the same write as the
             // first acquisition on each connection (`vetting`): the answer comes after the
             // script ran, and a lock taken on an unfit server is let go at once.
             let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
-                self.link.call(Some(until), |session| {
+                self.link.call(Some(end), |session| {
                     session.vet();
                     let (status, number, value, ahead, repaired, run_id): (
                         i64,
@@ -146,8 +149,6 @@ impl SingleRedis {
                         let _ = id.set(run_id);
                     }
                     if status == 1 {
-                        // Ours: no retry will be needed, so its time is the confirmation's.
-                        session.extend_to(end);
                         confirm_replicated(session, replica_wait, key);
                     }
                     Ok(((status, number, value, ahead), sent_at))

@@ -1170,11 +1170,11 @@ fn keys_holding_other_data_are_busy_and_never_touched() {
     assert_eq!(server.dbsize(), 4, "keys: {:?}", server.keys());
 }
 
-/// A server that accepts connections but never answers (frozen): taking the lock, the
-/// retry on a fresh connection included, gives up within one `--redis-timeout`, as its
-/// help says.
+/// A server that accepts connections but never answers (frozen): taking the lock gives up
+/// within twice `--redis-timeout` (the attempt, and its retry on a fresh connection, which
+/// alone can tell whether the unanswered request took the lock), and `--help` says so.
 #[test]
-fn a_silent_redis_costs_one_redis_timeout() {
+fn a_silent_redis_costs_at_most_two_redis_timeouts_as_help_says() {
     let server = RedisServer::start();
     warm_script_cache(&server);
     server.freeze();
@@ -1187,10 +1187,85 @@ fn a_silent_redis_costs_one_redis_timeout() {
     eprintln!("silent Redis: gave up after {:?}", out.elapsed);
     out.assert_code(125)
         .assert_stderr_contains("no answer in time");
-    // Twice the timeout (6 s) before: the lost reply's retry came on top.
     assert!(
-        out.elapsed < Duration::from_millis(4500),
+        out.elapsed < Duration::from_millis(7500),
         "gave up after {:?}",
         out.elapsed
     );
+    let help = Wrapper::bare().arg("--help").run();
+    help.assert_code(0);
+    assert!(
+        help.stdout_str().contains("up to twice this"),
+        "--help does not say that taking the lock may take twice --redis-timeout"
+    );
+}
+
+/// Redis answers slowly (200 ms each way) and a waiter's last attempt, made just before its
+/// deadline, takes the lock but is answered after it. The waiter must not leave that lock
+/// held by nobody for a whole TTL (it used to: 125, "no answer in time", and the key held
+/// by its token for 30 s): the attempt's retry recognises its own lock, and the waiter runs.
+/// And a lock that is simply busy behind the slow server ends as busy (75), never as
+/// "Redis unreachable" (125), however short the wait.
+#[test]
+fn a_slow_redis_never_leaves_a_waiters_lock_behind_nor_calls_a_busy_lock_unreachable() {
+    let server = RedisServer::start();
+    warm_script_cache(&server);
+    let proxy = FaultProxy::start(server.port());
+    let dir = TempDir::new("slowwait");
+    proxy.latency(Duration::from_millis(200), Duration::from_millis(200));
+    // Busy all along: short waits end as busy.
+    let holder = hold(
+        Wrapper::new(&proxy.url()).args(["-k", "sw", "--redis-timeout", "5s"]),
+        &dir,
+        "holder",
+    );
+    for wait in ["300ms", "700ms", "1500ms"] {
+        let out = Wrapper::new(&proxy.url())
+            .args([
+                "-k",
+                "sw",
+                "--wait",
+                wait,
+                "--redis-timeout",
+                "5s",
+                "--",
+                "true",
+            ])
+            .run();
+        out.assert_code(75)
+            .assert_stderr_contains("is still held by another process");
+    }
+    holder.let_go();
+    holder.wait().assert_code(0);
+    assert!(!server.exists("redlock:sw"));
+    // The holder lets go just before the waiters' deadlines: whatever each waiter's last
+    // attempt did, no lock is left behind once they have all ended.
+    for round in 0..3 {
+        let name = format!("sr{round}");
+        let holder = hold(
+            Wrapper::new(&proxy.url()).args(["-k", &name, "--redis-timeout", "5s"]),
+            &dir,
+            &format!("h{round}"),
+        );
+        let waiter = Wrapper::new(&proxy.url())
+            .args(["-k", &name, "--wait", "1400ms", "--redis-timeout", "5s"])
+            .args(["--", "true"])
+            .spawn();
+        std::thread::sleep(Duration::from_millis(700 + 150 * round));
+        holder.let_go();
+        holder.wait().assert_code(0);
+        let out = waiter.wait();
+        assert!(
+            matches!(out.status.code(), Some(0) | Some(75)),
+            "round {round}: the waiter ended {:?}\n{}",
+            out.status,
+            out.stderr
+        );
+        assert!(
+            !server.exists(&format!("redlock:{name}")),
+            "round {round}: the waiter (exit {:?}) left its lock behind, PTTL {}",
+            out.status.code(),
+            server.pttl(&format!("redlock:{name}"))
+        );
+    }
 }
