@@ -249,3 +249,38 @@ fn without_subscribe_waiters_poll() {
         let_go.elapsed()
     );
 }
+
+/// A server with PUBLISH renamed away (its operator's choice, not this user's ACL) takes
+/// locks as before: the release goes unannounced, with a warning. It used to be refused at
+/// every acquisition ("Invalid command passed to redis.acl_check_cmd()"). With SUBSCRIBE
+/// renamed away too, waiters look instead of listening and still get the lock.
+#[test]
+fn a_server_without_publish_still_takes_locks() {
+    for renamed in [vec!["PUBLISH"], vec!["PUBLISH", "SUBSCRIBE"]] {
+        let mut args = Vec::new();
+        for command in &renamed {
+            args.extend([
+                "--rename-command".to_string(),
+                command.to_string(),
+                String::new(),
+            ]);
+        }
+        let server = RedisServer::start_with(ServerOptions {
+            args,
+            ..ServerOptions::default()
+        });
+        let out = server.cmd().args(["-k", "np", "--", "true"]).run();
+        out.assert_code(0)
+            .assert_stderr_contains("refused to announce it");
+        assert!(!server.exists("redlock:np"), "{renamed:?}: not released");
+        let dir = TempDir::new("nopublish");
+        let holder = hold(server.cmd().args(["-k", "np2", "--ttl", "2s"]), &dir, "h");
+        let waiter = server
+            .cmd()
+            .args(["-k", "np2", "--wait", "30s", "--", "true"])
+            .spawn();
+        holder.let_go();
+        holder.wait().assert_code(0);
+        waiter.wait().assert_code(0);
+    }
+}

@@ -9,13 +9,17 @@ end
 -- `call` runs a command as redis.call does, but a refusal by the user's ACL raises an error
 -- that names the command (Redis 7 says only "can't run this command", Redis 6.2 wraps it),
 -- so that redlock-run can say what the user may not do.
+local function refused_by_acl(err)
+  return string.find(err, 'NOPERM', 1, true)
+    or string.find(err, "can't run this command", 1, true)
+    or string.find(err, 'no permissions', 1, true)
+end
+
 local function call(command, ...)
   local reply = redis.pcall(command, ...)
   if type(reply) == 'table' and reply.err then
     local err = reply.err
-    if string.find(err, 'NOPERM', 1, true)
-        or string.find(err, "can't run this command", 1, true)
-        or string.find(err, 'no permissions', 1, true) then
+    if refused_by_acl(err) then
       error('NOPERM the ACL of this user does not allow ' .. command
         .. ', which redlock-run needs')
     end
@@ -46,19 +50,32 @@ end
 -- one there either: a user whose ACL lacks the channel has waiters that look often instead
 -- of listening (wait.rs), while one that may listen but not announce would leave every
 -- waiter asleep until the TTL. On Redis 6.2 PUBLISH is sent, with nothing in it, on
--- `channel`: this holder's own wake-up channel, where nobody else listens.
+-- `channel`: this holder's own wake-up channel, where nobody else listens. Only the ACL is
+-- judged here: a server that has no such command at all (renamed away; `acl_check_cmd`
+-- raises for an unknown one) is let be, as before: its releases go unannounced, with a
+-- warning, and its waiters look instead of listening when SUBSCRIBE is the one missing.
 local function may_announce(sharded, channel)
   if redis.acl_check_cmd then
     local allowed = function(command, ...)
-      return redis.acl_check_cmd(command, ...)
-        or (sharded == '1' and redis.acl_check_cmd('S' .. command, ...))
+      local known, yes = pcall(redis.acl_check_cmd, command, ...)
+      if not known then
+        return nil
+      end
+      if yes or sharded ~= '1' then
+        return yes
+      end
+      local sharded_known, sharded_yes = pcall(redis.acl_check_cmd, 'S' .. command, ...)
+      return sharded_known and sharded_yes
     end
-    if allowed('PUBLISH', channel, '') or not allowed('SUBSCRIBE', channel) then
+    local publish = allowed('PUBLISH', channel, '')
+    if publish ~= false or not allowed('SUBSCRIBE', channel) then
       return
     end
   else
     local heard = redis.pcall('PUBLISH', channel, '')
-    if not (type(heard) == 'table' and heard.err) or string.find(heard.err, 'channel', 1, true) then
+    if not (type(heard) == 'table' and heard.err)
+        or not refused_by_acl(heard.err)
+        or string.find(heard.err, 'channel', 1, true) then
       return
     end
   end
