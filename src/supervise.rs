@@ -200,9 +200,15 @@ impl Supervisor<'_> {
                 last_error: String::from("the renewal did not return in time"),
             }));
         }
-        if self.runtime_ends.is_some_and(|at| now >= at) {
+        if let Some(runtime_end) = self.runtime_ends.filter(|&at| now >= at) {
             self.runtime_ends = None;
-            if self.kill_at.is_none() {
+            // A command that ended before its --max-runtime, heard of late (this process was
+            // stopped), is not terminated for it: what it left is ended when it is reaped.
+            if self.ended_by.is_none() && self.reaped.is_none() && self.child.has_exited() {
+                self.command_ended(now);
+            }
+            let ended_in_time = self.ended_by.is_some_and(|by| by < runtime_end);
+            if self.kill_at.is_none() && !ended_in_time {
                 let sent = self.child.terminate_group();
                 self.kill_at = Some(now + self.limits.kill_after);
                 self.ending = Ending::MaxRuntime;

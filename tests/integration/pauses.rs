@@ -194,6 +194,42 @@ fn a_command_that_ended_inside_its_lease_keeps_its_status_however_late_it_is_rea
     }
 }
 
+/// The same for `--max-runtime`: redlock-run is stopped while its command runs; the command
+/// ends on its own before its `--max-runtime 3s`, and redlock-run is continued after that
+/// has passed. Its status (3) is reported, not "--max-runtime reached" and 124 (it used to
+/// be).
+#[test]
+fn a_command_that_ended_inside_its_max_runtime_keeps_its_status_however_late_it_is_reaped() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("runtimelate");
+    let mut run = server
+        .cmd()
+        .args(["-k", "mrl", "--max-runtime", "3s", "--", "sh", "-c"])
+        .arg(format!(
+            "echo $$ > '{pid}'; while [ ! -e '{go}' ]; do sleep 0.01; done; exit 3",
+            pid = dir.join("mrl.pid").display(),
+            go = dir.join("mrl.go").display(),
+        ))
+        .spawn();
+    let command = run.read_pid(&dir.join("mrl.pid"));
+    run.signal(libc::SIGSTOP);
+    std::fs::write(dir.join("mrl.go"), "").unwrap();
+    wait_for_death(command, Duration::from_secs(15));
+    assert!(
+        run.started().elapsed() < Duration::from_secs(3),
+        "the command ended after its --max-runtime; the machine is too slow for this test"
+    );
+    wait_until(
+        Duration::from_secs(15),
+        "the --max-runtime to pass while redlock-run is stopped",
+        || run.started().elapsed() > Duration::from_secs(4),
+    );
+    run.signal(libc::SIGCONT);
+    run.wait()
+        .assert_code(3)
+        .assert_stderr_lacks("--max-runtime of");
+}
+
 /// redlock-run and its guardian are both stopped (outside what README promises to
 /// protect): the command runs past its lease with nobody to stop it, then ends with status
 /// 3. Once both are continued, the run must not pass that status off as a clean run: it
