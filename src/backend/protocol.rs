@@ -310,10 +310,14 @@ impl SingleRedis {
                 .is_some_and(|value| value.starts_with(self.identity.as_bytes()))
         };
         match value {
+            // Most likely the release itself, whose answer was lost. But a lock lost during
+            // the run (deleted, flushed, taken over) looks the same from here: say that it
+            // cannot be told apart, rather than call the run clean or lost on a guess.
             Ok(value) if !ours(&value) => {
-                report::verbose(format_args!(
-                    "the release of {key} got no answer ({err:#}), but the key is no longer \
-                     this run's: released"
+                report::warn(format_args!(
+                    "the release of {key} got no answer ({err:#}) and the key is no longer \
+                     this run's: the release took effect, or the lock was lost before the \
+                     command ended; redlock-run cannot tell which"
                 ));
                 Ok(Released::Deleted)
             }

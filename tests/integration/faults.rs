@@ -918,7 +918,8 @@ fn a_release_whose_reply_is_lost_is_not_reported_as_failed() {
     out.assert_code(5)
         .assert_stderr_lacks("cannot release")
         .assert_stderr_lacks("expire by its TTL")
-        .assert_stderr_lacks("lock lost");
+        .assert_stderr_lacks("lock lost")
+        .assert_stderr_contains("redlock-run cannot tell which");
 }
 
 // ---------------------------------------------------------------------------------------------
