@@ -52,10 +52,15 @@ pub struct Endpoint {
     /// Open connections by node address; a plain server or a Sentinel-found master has one,
     /// under "".
     connections: HashMap<String, Node>,
-    /// What each server said of itself (`vetting`) on a connection closed by `rest`: the
-    /// same server, asked again on every try of a waiter, would only cost it two commands.
-    rested: HashMap<String, Facts>,
+    /// What each server said of itself (`vetting`) on a connection closed by `rest`, and
+    /// when: the same server, asked again on every try of a waiter, would only cost it two
+    /// commands. Trusted for `FACTS_KEPT` at most: a wait may last hours, and a policy
+    /// changed meanwhile (`CONFIG SET maxmemory-policy`) must be seen before a lock is taken.
+    rested: HashMap<String, (Facts, Instant)>,
 }
+
+/// How long what a server said of itself is trusted for a waiter's later tries.
+const FACTS_KEPT: Duration = Duration::from_secs(60);
 
 /// An open connection to one server.
 pub struct Node {
@@ -145,7 +150,11 @@ impl Endpoint {
         };
         if !self.connections.contains_key(&address) {
             let mut node = self.open(&address, until, true)?;
-            node.facts = self.rested.get(&address).cloned();
+            node.facts = self
+                .rested
+                .get(&address)
+                .filter(|(_, at)| at.elapsed() < FACTS_KEPT)
+                .map(|(facts, _)| facts.clone());
             self.connections.insert(address.clone(), node);
         }
         let node = self
@@ -223,7 +232,12 @@ impl Endpoint {
         if !matches!(self.kind, Kind::Sentinel(_)) {
             for (address, node) in self.connections.drain() {
                 if let Some(facts) = node.facts {
-                    self.rested.insert(address, facts);
+                    let asked = self
+                        .rested
+                        .get(&address)
+                        .filter(|(kept, _)| *kept == facts)
+                        .map_or_else(Instant::now, |&(_, at)| at);
+                    self.rested.insert(address, (facts, asked));
                 }
             }
         }
