@@ -194,18 +194,18 @@ pub struct RunArgs {
 
     /// How often the lease is renewed while the command runs, at least 10ms [default: TTL/3]
     ///
-    /// At most half of what the lease surely lasts, (TTL - TTL/100 - 2ms) / 2, so that a
-    /// failed renewal can be retried before the lease runs out; anything else exits 125
-    /// with the limit in the message.
+    /// A duration as for --ttl, at most half of what the lease surely lasts,
+    /// (TTL - TTL/100 - 2ms) / 2, so that a failed renewal can be retried before the lease
+    /// runs out; anything else exits 125 with the limit in the message.
     #[arg(long, value_name = "DUR")]
     pub renew_every: Option<String>,
 
     /// How long to wait for a busy lock: a duration, or 'forever' [default: forever]
     ///
-    /// At most ten years. When it runs out, redlock-run exits 75 (or -E's code) without
-    /// running the command. A waiter is woken through pub/sub when a redlock-run holder
-    /// releases, and polls a lock held by another client. --wait on the command line beats
-    /// REDLOCK_WAIT; --wait and --no-wait both typed are refused.
+    /// A duration as for --ttl, at most ten years. When it runs out, redlock-run exits 75
+    /// (or -E's code) without running the command. A waiter is woken through pub/sub when
+    /// a redlock-run holder releases, and polls a lock held by another client. --wait on
+    /// the command line beats REDLOCK_WAIT; --wait and --no-wait both typed are refused.
     #[arg(short, long, value_name = "DUR", env = "REDLOCK_WAIT")]
     pub wait: Option<String>,
 
@@ -228,9 +228,10 @@ pub struct RunArgs {
     /// After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would
     /// expire on the server first)
     ///
-    /// At most ten years. The same grace applies to processes the command left running in
-    /// its process group when it exited, and to --max-runtime. A process still there 5s
-    /// after its SIGKILL is stuck in the kernel; the lock is then released with a warning.
+    /// A duration as for --ttl, at most ten years. The same grace applies to processes the
+    /// command left running in its process group when it exited, and to --max-runtime. A
+    /// process still there 5s after its SIGKILL is stuck in the kernel; the lock is then
+    /// released with a warning.
     #[arg(long, value_name = "DUR", default_value = "10s")]
     pub kill_after: String,
 
@@ -256,16 +257,18 @@ pub struct RunArgs {
     /// Keep the lock until DUR after it was taken, even if the command ends sooner (so the
     /// same cron line on hosts with skewed clocks runs once)
     ///
-    /// At most ten years, not zero. At release, if DUR has not passed since the lock was
-    /// taken, the key is left to expire at that mark instead of being deleted, and nobody is
-    /// woken before it. Renewal goes on as usual if the command outlives the mark.
+    /// A duration as for --ttl, above zero and at most ten years. At release, if DUR has
+    /// not passed since the lock was taken, the key is left to expire at that mark instead
+    /// of being deleted, and nobody is woken before it. Renewal goes on as usual if the
+    /// command outlives the mark.
     #[arg(long, value_name = "DUR")]
     pub min_hold: Option<String>,
 
     /// Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124
     ///
-    /// At most ten years, not zero; counted from the command's start. 124 is what
-    /// timeout(1) reports; if the lock was lost first, the exit status is 76 instead.
+    /// A duration as for --ttl, above zero and at most ten years, counted from the
+    /// command's start. 124 is what timeout(1) reports; if the lock was lost first, the
+    /// exit status is 76 instead.
     #[arg(long, value_name = "DUR")]
     pub max_runtime: Option<String>,
 
@@ -506,11 +509,13 @@ mod tests {
         ]
     }
 
+    type Documented = (String, String, String, Option<String>);
+
     /// Every argument of every form of the command, with the command's name, as
     /// (command, argument id, short help, long help); clap's own --help and --version left
     /// out, since their text is clap's.
-    fn documented_arguments() -> Vec<(String, String, String, Option<String>)> {
-        fn walk(command: &clap::Command, out: &mut Vec<(String, String, String, Option<String>)>) {
+    fn documented_arguments() -> Vec<Documented> {
+        fn walk(command: &clap::Command, out: &mut Vec<Documented>) {
             for arg in command.get_arguments() {
                 let id = arg.get_id().as_str();
                 if matches!(id, "help" | "version") || arg.is_hide_set() {
