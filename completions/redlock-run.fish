@@ -51,7 +51,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s h -l help -d 'P
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d 'Print version'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'Remove a stuck lock, saying whose it was; its holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Lock name' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
@@ -61,7 +61,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l redis
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -l json -d 'Print one JSON object instead of a line'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
@@ -69,7 +69,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l redis-t
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -l json -d 'Print a JSON array instead of lines'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s k -l key -d 'Lock name' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
@@ -78,8 +78,8 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l redi
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l force -d 'Required: releasing someone else\'s lock lets a second holder in'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; its holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -162,9 +162,26 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
             let phrases: Vec<String> = held.iter().map(|(_, slot)| slot_phrase(slot)).collect();
             format!("{key} is held by {}", phrases.join("; "))
         };
+        // Only a redlock-run holder renews, and so learns that its lock is gone; another
+        // client's value is renewed by no redlock-run, and its holder is never told.
+        let ours = held
+            .iter()
+            .filter(|(_, slot)| slot.holder.is_some())
+            .count();
+        let fate = match (ours, held.len() - ours) {
+            (_, 0) => "its command would be terminated at its next renewal",
+            (0, _) => {
+                "redlock-run does not renew another client's value, so nothing would tell \
+                 that client to stop"
+            }
+            _ => {
+                "a redlock-run holder's command would be terminated at its next renewal; \
+                 nothing would tell another client's holder to stop"
+            }
+        };
         bail!(
-            "{held_by}; releasing it lets another holder in while this one may still run (it \
-             would be terminated at its next renewal). Add --force to release it"
+            "{held_by}; releasing it lets another holder in while this one may still run \
+             ({fate}). Add --force to release it"
         );
     }
     let mut deleted_any = false;

@@ -30,8 +30,9 @@ To run a program named like a subcommand (status, list, release), put it after -
 /// Run a command while holding a named lock in Redis.
 ///
 /// The lock is taken with SET NX PX, renewed in the background while the command runs,
-/// and released with an atomic compare-and-delete when it exits. Waiters are woken by
-/// pub/sub the moment the holder releases.
+/// and released with an atomic compare-and-delete when it exits. A waiter is woken through
+/// pub/sub the moment a redlock-run holder releases; a lock held by another client (a
+/// value redlock-run did not write) announces nothing, so a waiter polls it instead.
 #[derive(Debug, Parser)]
 #[command(
     name = "redlock-run",
@@ -52,6 +53,17 @@ pub struct Cli {
 
     /// What redlock-run writes on stderr: lines of text, or one JSON object a line (time,
     /// level, event, key, fence, message) for log collectors
+    ///
+    /// text (the default): `redlock-run: <message>`, one line per message. json: one JSON
+    /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
+    /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
+    /// wait_timeout, not_started, waiting, lost, max_runtime, usage, error, warning,
+    /// internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
+    /// renewals where they apply, and message, the text line without its prefix. Both are
+    /// redacted and escaped alike: no password, and control characters from outside only
+    /// as \n, \x1b, …. A command line that cannot be parsed is reported in JSON when
+    /// --log-format json or REDLOCK_LOG_FORMAT=json can be read from it. stdout stays the
+    /// command's.
     #[arg(
         long,
         value_name = "FORMAT",
@@ -93,6 +105,12 @@ pub struct Connection {
     /// redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name;
     /// redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs
     /// in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual
+    ///
+    /// A URL's password is redacted wherever it is printed. Typed on the command line, it is
+    /// visible to every local user in ps (redlock-run warns): prefer REDLOCK_REDIS,
+    /// REDLOCK_PASSWORD or --password-file. With several URLs the lock is held while a
+    /// majority of the masters holds it; Sentinel and Cluster URLs cannot be mixed with
+    /// others. A flag on the command line beats REDLOCK_REDIS.
     #[arg(
         short,
         long,
@@ -107,6 +125,11 @@ pub struct Connection {
     /// Read the Redis password from the first line of FILE, for every URL that has none of
     /// its own (a password in a URL on the command line is visible to every local user in
     /// ps; REDLOCK_PASSWORD is the other way to keep it off the command line)
+    ///
+    /// REDLOCK_PASSWORD (not a flag) holds the password itself, for every URL that has none
+    /// of its own. Neither is passed to the command; REDLOCK_REDIS and REDLOCK_PASSWORD are
+    /// removed from the command's environment when they hold a password (see
+    /// --pass-redis-env).
     #[arg(long, value_name = "FILE", env = "REDLOCK_PASSWORD_FILE")]
     pub password_file: Option<std::path::PathBuf>,
 
@@ -116,6 +139,9 @@ pub struct Connection {
     pub typed: bool,
 
     /// Prefix of the Redis key; '' uses KEY as is
+    ///
+    /// The lock's Redis key is PREFIX + KEY, given to the command as REDLOCK_KEY. Every user
+    /// of a lock must use the same prefix; `list` shows the locks under it.
     #[arg(
         long,
         value_name = "P",
@@ -126,6 +152,13 @@ pub struct Connection {
 
     /// Time limit for connecting to Redis and for each Redis command (taking the lock: up
     /// to twice this, as an attempt whose answer is lost is made once more)
+    ///
+    /// From 10ms to an hour; a bare number is seconds. A connection that timed out is
+    /// dropped, never reused. A renewal that times out is retried while the lease surely
+    /// lasts. An attempt to take the lock that got no answer is made once more on a new
+    /// connection (only that tells whether it took the lock), even past a --wait deadline:
+    /// against a server that stops answering, taking the lock gives up after twice this,
+    /// and a wait ends up to this much past its deadline.
     #[arg(
         long,
         value_name = "DUR",
@@ -139,6 +172,11 @@ pub struct Connection {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Lock name; the Redis key is PREFIX + KEY (1 to 1024 bytes)
+    ///
+    /// Any bytes make a name. Every process that runs with the same KEY, the same --prefix
+    /// and the same Redis excludes the others. A redlock-run started by the command for the
+    /// same key on the same Redis exits 125 at once, naming the outer run, since it would
+    /// wait for its own parent for ever.
     #[arg(short, long, value_name = "KEY", required = true)]
     pub key: Option<std::ffi::OsString>,
 
@@ -146,6 +184,9 @@ pub struct RunArgs {
     pub connection: Connection,
 
     /// Lease length: 500ms, 30s, 5m; a bare number is seconds (at least 100ms)
+    ///
+    /// How long the lock outlives a holder that stops renewing it (killed, frozen, cut off
+    /// from Redis): from 100ms to a year. The command receives it as REDLOCK_TTL_MS.
     #[arg(
         short,
         long,
@@ -156,53 +197,104 @@ pub struct RunArgs {
     pub ttl: String,
 
     /// How often the lease is renewed while the command runs, at least 10ms [default: TTL/3]
+    ///
+    /// A duration as for --ttl, at most half of what the lease surely lasts,
+    /// (TTL - TTL/100 - 2ms) / 2, so that a failed renewal can be retried before the lease
+    /// runs out; anything else exits 125 with the limit in the message.
     #[arg(long, value_name = "DUR")]
     pub renew_every: Option<String>,
 
     /// How long to wait for a busy lock: a duration, or 'forever' [default: forever]
+    ///
+    /// A duration as for --ttl, at most ten years. When it runs out, redlock-run exits 75
+    /// (or -E's code) without running the command. A waiter is woken through pub/sub when
+    /// a redlock-run holder releases, and polls a lock held by another client. --wait on
+    /// the command line beats REDLOCK_WAIT; --wait and --no-wait both typed are refused.
     #[arg(short, long, value_name = "DUR", env = "REDLOCK_WAIT")]
     pub wait: Option<String>,
 
     /// Fail at once when the lock is busy (same as --wait 0)
+    ///
+    /// Exits 75 (or -E's code) and says who holds the lock: how a cron job skips a run
+    /// while the previous one is still going. Beats REDLOCK_WAIT.
     #[arg(short = 'n', long)]
     pub no_wait: bool,
 
     /// Exit status when the lock was not obtained
+    ///
+    /// 0 to 255; 75 is EX_TEMPFAIL from sysexits.h, "try again later". It applies when the
+    /// lock was busy with --no-wait, when --wait ran out, and when the lease ran out before
+    /// the command could start. The command itself may exit 75 too: pick another code if 75
+    /// must mean only "lock busy".
     #[arg(short = 'E', long, value_name = "N", default_value_t = 75)]
     pub conflict_exit_code: u8,
 
     /// After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would
     /// expire on the server first)
+    ///
+    /// A duration as for --ttl, at most ten years. The same grace applies to processes the
+    /// command left running in its process group when it exited, and to --max-runtime. A
+    /// process still there 5s after its SIGKILL is stuck in the kernel; the lock is then
+    /// released with a warning.
     #[arg(long, value_name = "DUR", default_value = "10s")]
     pub kill_after: String,
 
     /// Let up to N holders run at once (a semaphore); every user of the key must pass the
     /// same N
+    ///
+    /// Each holder takes the first free slot (the key itself, then {KEY}:slot:2 to
+    /// {KEY}:slot:N) and renews and releases only its own. A run with another --limit on
+    /// the same key is refused (exit 125) rather than admit more holders than one side
+    /// expects. Refused with several servers (Redlock).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub limit: u32,
 
     /// Take the lock in the order the waiters arrived (first come, first served)
+    ///
+    /// Every waiter is queued in Redis; a --fair one goes ahead only when fewer live waiters
+    /// are queued before it than there are free slots. A waiter that gives up leaves the
+    /// queue. Waiters without --fair on the same key may overtake the queue, but never
+    /// overlap with a holder. Refused with several servers (Redlock).
     #[arg(long)]
     pub fair: bool,
 
     /// Keep the lock until DUR after it was taken, even if the command ends sooner (so the
     /// same cron line on hosts with skewed clocks runs once)
+    ///
+    /// A duration as for --ttl, above zero and at most ten years. At release, if DUR has
+    /// not passed since the lock was taken, the key is left to expire at that mark instead
+    /// of being deleted, and nobody is woken before it. Renewal goes on as usual if the
+    /// command outlives the mark.
     #[arg(long, value_name = "DUR")]
     pub min_hold: Option<String>,
 
     /// Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124
+    ///
+    /// A duration as for --ttl, above zero and at most ten years, counted from the
+    /// command's start. 124 is what timeout(1) reports; if the lock was lost first, the
+    /// exit status is 76 instead.
     #[arg(long, value_name = "DUR")]
     pub max_runtime: Option<String>,
 
     /// What waiters and `status` show of this holder besides its host, pid and program's
     /// name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command's
     /// arguments are never shown to others
+    ///
+    /// Stored in the lock's value beside the holder's host, pid and program name, and
+    /// printed with control and invisible characters escaped. It must not hold secrets:
+    /// anyone who can read the key can read it.
     #[arg(long, value_name = "TEXT", env = "REDLOCK_LABEL")]
     pub label: Option<String>,
 
     /// Take the lock even on a Redis that may evict it (maxmemory set with a
     /// maxmemory-policy other than noeviction): Redis may then delete a held lock under
     /// memory pressure and let a second holder in. Without it, such a server is refused
+    ///
+    /// Before taking a lock, redlock-run reads INFO memory (CONFIG GET where INFO is refused)
+    /// and exits 125 naming the policy; a server that will not say is refused too. Every
+    /// node of a Redlock quorum is checked, the master found by Sentinel, the master of the
+    /// lock's slot in a Cluster. REDLOCK_ALLOW_EVICTION takes true, yes, on, 1 (or false,
+    /// no, off, 0).
     #[arg(
         long,
         env = "REDLOCK_ALLOW_EVICTION",
@@ -213,22 +305,42 @@ pub struct RunArgs {
 
     /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
     /// they are removed from it when they hold a password
+    ///
+    /// For a command that runs redlock-run itself (a nested lock on another key), or that
+    /// needs the same Redis. Variables without a password are always left.
     #[arg(long)]
     pub pass_redis_env: bool,
 
     /// Run CMD with /bin/sh -c instead of -- COMMAND ARGS
+    ///
+    /// For a pipeline or a redirection: --shell 'a | b > out'. The shell and everything it
+    /// starts run in the command's process group, so all of it is signalled together.
+    /// Cannot be combined with -- COMMAND.
     #[arg(short = 'c', long, value_name = "CMD", conflicts_with = "command")]
     pub shell: Option<String>,
 
     /// Print only errors on stderr
+    ///
+    /// Hides the info and warning lines (a busy lock, the holder a waiter waits for);
+    /// errors are always printed, and the exit status still tells what happened. Cannot be
+    /// combined with --verbose.
     #[arg(short, long, conflicts_with = "verbose")]
     pub quiet: bool,
 
     /// Print each step (connect, acquire, renew, release) on stderr
+    ///
+    /// And one summary line at the end: `finished: waited 1ms, held 3m 12s, renewed 19
+    /// times, exit 0`. A waiter with -v names the holder it waits for, as one whose stderr
+    /// is a terminal does after a second.
     #[arg(short, long)]
     pub verbose: bool,
 
     /// The command to run and its arguments (after --)
+    ///
+    /// Run directly, not through a shell, in a process group of its own; it receives
+    /// REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCE and REDLOCK_TTL_MS. Put it after -- so that
+    /// its own options are not read as redlock-run's, and to run a program named like a
+    /// subcommand (status, list, release).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
 }
@@ -277,12 +389,23 @@ impl Cli {
 #[derive(Debug, Subcommand)]
 pub enum Admin {
     /// Show who holds a lock; exit 0 when held, 1 when free, 125 on error
+    ///
+    /// Prints the holder's host, pid, program name, label, how long it has held the lock,
+    /// the time left on its lease and its fence. A value redlock-run did not write is shown
+    /// as held by an unknown holder. Names and values from outside are printed with control
+    /// and invisible characters escaped.
     Status {
         /// Lock name
+        ///
+        /// As given to --key when the lock was taken; the Redis key is PREFIX + KEY.
         #[arg(short, long, value_name = "KEY")]
         key: std::ffi::OsString,
 
         /// Print one JSON object instead of a line
+        ///
+        /// {"held": …, "key": …, "holders": [{"host", "pid", "program", "label", "token",
+        /// "fence", "held_for_ms", "since_ms", "ttl_ms", "known", …}]}; "known" is false for
+        /// a value redlock-run did not write.
         #[arg(long)]
         json: bool,
 
@@ -290,22 +413,39 @@ pub enum Admin {
         connection: Connection,
     },
     /// List every lock under the prefix (SCAN, never KEYS), one line each
+    ///
+    /// Each line is what `status` prints for that lock. Exit 0, or 125 on error.
     List {
         /// Print a JSON array instead of lines
+        ///
+        /// One object per lock, each as `status --json` prints it.
         #[arg(long)]
         json: bool,
 
         #[command(flatten)]
         connection: Connection,
     },
-    /// Remove a stuck lock, saying whose it was; its holder's command is then terminated
-    /// at the holder's next renewal
+    /// Remove a stuck lock, saying whose it was; a redlock-run holder's command is then
+    /// terminated at the holder's next renewal
+    ///
+    /// Without --force it refuses and says who holds the lock. With --force it deletes only
+    /// the value it just read (compare-and-delete: a lock that changed hands meanwhile is
+    /// left alone), never another application's data, and announces the release so waiters
+    /// start at once. A redlock-run holder finds its lock gone at its next renewal and
+    /// terminates its command (or at its release, if the command ended first): exit 76. A
+    /// holder that is another client, not redlock-run, is not told: it runs on. Exit 0 when
+    /// released, 1 when there was nothing to release, 125 on error or refusal.
     Release {
         /// Lock name
+        ///
+        /// As given to --key when the lock was taken; the Redis key is PREFIX + KEY.
         #[arg(short, long, value_name = "KEY")]
         key: std::ffi::OsString,
 
         /// Required: releasing someone else's lock lets a second holder in
+        ///
+        /// The holder may still be running its command when the next one starts. Leftovers
+        /// of a failed or lost attempt (nobody holds the lock) are deleted only with --force.
         #[arg(long)]
         force: bool,
 
@@ -371,6 +511,52 @@ mod tests {
             "-?[0-9.e+]{1,8}|inf|NaN|forever|[0-9]+ ?(s|m) [0-9]+(s|ms)",
             "\\PC{0,8}",
         ]
+    }
+
+    type Documented = (String, String, String, Option<String>);
+
+    /// Every argument of every form of the command, with the command's name, as
+    /// (command, argument id, short help, long help); clap's own --help and --version left
+    /// out, since their text is clap's.
+    fn documented_arguments() -> Vec<Documented> {
+        fn walk(command: &clap::Command, out: &mut Vec<Documented>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_hide_set() {
+                    continue;
+                }
+                out.push((
+                    command.get_name().to_string(),
+                    id.to_string(),
+                    arg.get_help().map(ToString::to_string).unwrap_or_default(),
+                    arg.get_long_help().map(ToString::to_string),
+                ));
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, out);
+            }
+        }
+        let mut command = Cli::command();
+        command.build();
+        let mut out = Vec::new();
+        walk(&command, &mut out);
+        out
+    }
+
+    /// The man page is the full option reference: every argument has, besides its one-line
+    /// help (what -h shows), a long help (what --help and the man page show) that says more.
+    #[test]
+    fn every_argument_has_a_long_help() {
+        let arguments = documented_arguments();
+        assert!(arguments.len() > 20, "{arguments:?}");
+        for (command, id, short, long) in arguments {
+            assert!(!short.trim().is_empty(), "{command} {id}: no help");
+            let long = long.unwrap_or_else(|| panic!("{command} {id}: no long help"));
+            assert!(
+                long.starts_with(&short) && long.len() > short.len() + 20,
+                "{command} {id}: the long help adds nothing to {short:?}:\n{long}"
+            );
+        }
     }
 
     fn parse(args: &[String]) -> Option<Config> {

@@ -364,22 +364,35 @@ pub fn duration(duration: std::time::Duration) -> humantime::FormattedDuration {
     humantime::format_duration(std::time::Duration::from_millis(duration.as_millis() as u64))
 }
 
-/// A command-line error from clap, folded onto one line: `redlock-run: <what>; try --help`.
+/// A command-line error from clap. In text, clap's lines as clap renders them (the error,
+/// its tips, the usage), the first as `redlock-run: <error>`: folded onto one line they
+/// ran together. In JSON, one object as for every message: the error and its tips, without
+/// the usage, `; try --help` at the end.
 pub fn usage_error(rendered: &str) {
-    let message: Vec<&str> = rendered
-        .lines()
-        .map(str::trim)
-        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more"))
-        .filter(|line| !line.is_empty())
-        .collect();
-    let message = message.join(" ");
-    let message = message.strip_prefix("error: ").unwrap_or(&message);
-    line(
-        Level::Error,
-        Event::Usage,
-        &[],
-        format_args!("{message}; try --help"),
-    );
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or_default().trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    if JSON.load(Ordering::Relaxed) {
+        let tips = lines
+            .map(str::trim)
+            .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more"))
+            .filter(|line| !line.is_empty());
+        let message: Vec<&str> = std::iter::once(first).chain(tips).collect();
+        line(
+            Level::Error,
+            Event::Usage,
+            &[],
+            format_args!("{}; try --help", message.join("; ")),
+        );
+        return;
+    }
+    // clap quotes the arguments it refused: escaped like any text from outside.
+    let mut text = format!("redlock-run: {}\n", escape(first));
+    for rest in lines {
+        text.push_str(&escape(rest.trim_end()));
+        text.push('\n');
+    }
+    stderr_writer().send(text.into_bytes());
 }
 
 /// Makes a panic message print each secret text as its safe form instead (a Redis URL

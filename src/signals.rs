@@ -12,6 +12,9 @@
 //!
 //! The origin matters for the terminal row: `Cause::Kernel` marks a signal the terminal
 //! driver generated, `Cause::Sent` one that a process sent with `kill`.
+//!
+//! The man page's SIGNALS section says this table in words (`SIGNALS` in
+//! `tests/integration/completions.rs`): a change of policy here changes it there.
 
 use std::sync::mpsc::Sender;
 

@@ -10,8 +10,10 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 use clap_complete::Shell;
+use clap_mangen::Man;
+use roff::{bold, roman, Roff};
 
-use redlock_run::cli::Cli;
+use redlock_run::cli::{Cli, AFTER_HELP};
 
 const BIN_NAME: &str = "redlock-run";
 const UPDATE_HINT: &str = "UPDATE_COMPLETIONS=1 cargo test --test integration completions";
@@ -22,12 +24,314 @@ fn completion(shell: Shell) -> Vec<u8> {
     out
 }
 
+/// The man page: clap_mangen's sections for what clap knows (name, synopsis, description,
+/// every option with its long help), then the sections a man page has beside them, each
+/// built from one source: the subcommands and their own options from `Cli`, EXIT STATUS
+/// from the table `--help` prints (`cli::AFTER_HELP`), ENVIRONMENT from the options' `env`
+/// and the variables `--help` says the command receives, SIGNALS from the policy table of
+/// `src/signals.rs`, in words.
 fn man_page() -> Vec<u8> {
+    let mut command = Cli::command();
+    command.build();
+    let man = Man::new(command.clone());
+    let mut page = String::new();
+    let pieces: [Piece; 5] = [
+        Man::render_title,
+        Man::render_name_section,
+        Man::render_synopsis_section,
+        Man::render_description_section,
+        Man::render_options_section,
+    ];
+    for render in pieces {
+        page.push_str(&clap_piece(&man, render));
+    }
+    subcommands(&mut page, &command);
+    exit_status(&mut page);
+    environment(&mut page, &command);
+    signals(&mut page);
+    see_also(&mut page);
+    page.push_str(&clap_piece(&man, Man::render_version_section));
+    page.into_bytes()
+}
+
+type Piece = fn(&Man, &mut dyn std::io::Write) -> std::io::Result<()>;
+
+/// `rendered` without what roff writes at the top of every piece (the definition of the
+/// apostrophe string), which the page needs once.
+fn without_preamble(rendered: &str) -> String {
+    let preamble = Roff::new().render();
+    rendered
+        .strip_prefix(&preamble)
+        .expect("roff's output starts with its preamble")
+        .to_string()
+}
+
+/// One section as clap_mangen renders it; only the title keeps roff's preamble.
+fn clap_piece(man: &Man, render: Piece) -> String {
     let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut out)
-        .expect("rendering the man page into memory cannot fail");
-    out
+    render(man, &mut out).expect("rendering into memory cannot fail");
+    let text = String::from_utf8(out).expect("the man page is UTF-8");
+    if text.contains("\n.TH ") {
+        text
+    } else {
+        without_preamble(&text)
+    }
+}
+
+fn push(page: &mut String, roff: &Roff) {
+    page.push_str(&without_preamble(&roff.render()));
+}
+
+/// A help text's paragraphs, `.PP` between them, each as one line of text.
+fn paragraphs(roff: &mut Roff, text: &str) {
+    for (i, paragraph) in text.split("\n\n").enumerate() {
+        if i > 0 {
+            roff.control("PP", []);
+        }
+        let words: Vec<&str> = paragraph.split_whitespace().collect();
+        roff.text([roman(words.join(" "))]);
+    }
+}
+
+/// A `.TP` entry: `tag` in bold, then `text`.
+fn entry(roff: &mut Roff, tag: &str, text: &str) {
+    roff.control("TP", []);
+    roff.text([bold(tag)]);
+    roff.text([roman(text)]);
+}
+
+/// Each subcommand with its long description and its own options; the options it shares
+/// with the main form (same name, same help: the connection and the log format) are named,
+/// not repeated.
+fn subcommands(page: &mut String, command: &clap::Command) {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SUBCOMMANDS"]);
+    push(page, &roff);
+    let help = |arg: &clap::Arg| arg.get_help().map(ToString::to_string);
+    for sub in command
+        .get_subcommands()
+        .filter(|sub| sub.get_name() != "help")
+    {
+        let mut roff = Roff::new();
+        let usage = sub.clone().render_usage().to_string();
+        let usage = usage.trim_start_matches("Usage: ");
+        roff.control("SS", [usage]);
+        let about = sub.get_long_about().or_else(|| sub.get_about());
+        paragraphs(
+            &mut roff,
+            &about.map(ToString::to_string).unwrap_or_default(),
+        );
+        push(page, &roff);
+
+        let mut own = sub.clone();
+        let mut shared = Vec::new();
+        for arg in sub.get_arguments() {
+            let id = arg.get_id().as_str();
+            let main = command.get_arguments().find(|main| main.get_id() == id);
+            if matches!(id, "help" | "version") || main.is_some_and(|m| help(m) == help(arg)) {
+                if let Some(long) = arg.get_long().filter(|_| id != "help" && id != "version") {
+                    shared.push(format!("--{long}"));
+                }
+                own = own.mut_arg(id, |arg| arg.hide(true));
+            }
+        }
+        let options = clap_piece(&Man::new(own), Man::render_options_section);
+        page.push_str(
+            options
+                .strip_prefix(".SH OPTIONS\n")
+                .expect("clap_mangen opens the options with their heading"),
+        );
+        let mut roff = Roff::new();
+        roff.control("PP", []);
+        roff.text([roman(format!(
+            "And {}, as for the main form; -h and --help.",
+            shared.join(", ")
+        ))]);
+        push(page, &roff);
+    }
+    // What AFTER_HELP says after the exit-status table and the environment.
+    let mut roff = Roff::new();
+    roff.control("PP", []);
+    let note = AFTER_HELP
+        .split("\n\n")
+        .nth(2)
+        .expect("AFTER_HELP's note on subcommands");
+    paragraphs(&mut roff, note);
+    push(page, &roff);
+}
+
+/// The exit-status table of `--help`, entry by entry: a line indented by two spaces opens
+/// an entry (its status, then its meaning); a line indented further continues it.
+fn exit_status(page: &mut String) {
+    let table = AFTER_HELP
+        .split("\n\n")
+        .next()
+        .and_then(|block| block.strip_prefix("Exit status:\n"))
+        .expect("AFTER_HELP opens with the exit-status table");
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for line in table.lines() {
+        let indent = line.len() - line.trim_start().len();
+        if indent == 2 {
+            let (status, meaning) = line
+                .trim()
+                .split_once(' ')
+                .expect("an exit status and its meaning");
+            entries.push((status.to_string(), meaning.trim().to_string()));
+        } else {
+            let (_, meaning) = entries.last_mut().expect("a continued entry");
+            meaning.push(' ');
+            meaning.push_str(line.trim());
+        }
+    }
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXIT STATUS"]);
+    for (status, meaning) in &entries {
+        entry(&mut roff, status, meaning);
+    }
+    push(page, &roff);
+}
+
+/// The variables given to the command, as README's table describes them. Each must be
+/// named in `--help` (checked below), so that the two cannot part.
+const GIVEN_TO_THE_COMMAND: [(&str, &str); 4] = [
+    (
+        "REDLOCK_KEY",
+        "The full Redis key of the lock, prefix included, e.g. redlock:nightly-report. Read too: \
+         a redlock-run started by the command for the same key on the same Redis exits 125 \
+         at once rather than wait for its own parent.",
+    ),
+    (
+        "REDLOCK_TOKEN",
+        "This holder's random token (a UUID); the key's value starts with \
+         {\"token\":\"<REDLOCK_TOKEN>\" while the lock is held. Read too, with REDLOCK_KEY.",
+    ),
+    (
+        "REDLOCK_FENCE",
+        "This acquisition's fencing token: a 64-bit integer that only grows for this lock, \
+         so that a resource can refuse writes from a holder older than the newest it saw.",
+    ),
+    (
+        "REDLOCK_TTL_MS",
+        "The lease length (--ttl) in milliseconds.",
+    ),
+];
+
+/// REDLOCK_PASSWORD is read but is no option's `env`: a password has no flag of its own.
+const PASSWORD: &str = "The Redis password, for every URL that has none of its own. Removed \
+                        from the command's environment (see --pass-redis-env).";
+
+fn environment(page: &mut String, command: &clap::Command) {
+    let mut roff = Roff::new();
+    roff.control("SH", ["ENVIRONMENT"]);
+    roff.text([roman(
+        "Read by redlock-run; an option typed on the command line beats its variable:",
+    )]);
+    let mut read: Vec<(String, String)> = command
+        .get_arguments()
+        .filter_map(|arg| {
+            let env = arg.get_env()?.to_str()?.to_string();
+            let long = arg.get_long()?;
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            Some((env, format!("The default of --{long}: {help}.")))
+        })
+        .collect();
+    read.push(("REDLOCK_PASSWORD".into(), PASSWORD.into()));
+    read.sort();
+    for (name, text) in &read {
+        entry(&mut roff, name, text);
+    }
+    roff.control("PP", []);
+    roff.text([roman("Given to the command:")]);
+    for (name, text) in GIVEN_TO_THE_COMMAND {
+        entry(&mut roff, name, text);
+    }
+    push(page, &roff);
+}
+
+/// The policy table of `src/signals.rs`, row by row, in words.
+const SIGNALS: [(&str, &str); 7] = [
+    (
+        "INT, TERM, HUP, QUIT, USR1, USR2 sent with kill",
+        "While waiting for the lock: the wait ends, nothing ran, nothing is left in Redis; exit \
+         128+N (for INT, redlock-run ends by SIGINT itself, which a shell reports as 130, so \
+         that a calling loop stops). While the command runs: forwarded to the command's \
+         process group (INT, TERM, HUP and QUIT followed by CONT, so that a stopped command \
+         can act on them); once the command exits the lock is released and redlock-run exits \
+         with the command's status.",
+    ),
+    (
+        "Any of those, ignored by the caller",
+        "A signal ignored on the way in (nohup, trap '' HUP, the background jobs of a \
+         non-interactive shell) stays ignored, by redlock-run and by the command.",
+    ),
+    (
+        "INT, QUIT typed at the terminal (Ctrl-C, Ctrl-\\)",
+        "While waiting: the wait ends, as above. While the command runs: not forwarded when \
+         the command's group holds the terminal, since the terminal already delivered it \
+         there and forwarding would deliver it twice; forwarded otherwise. When the command \
+         dies of SIGINT, redlock-run releases the lock and ends by SIGINT too.",
+    ),
+    (
+        "TSTP (Ctrl-Z), TTIN, TTOU, WINCH",
+        "While waiting: the default action (Ctrl-Z stops redlock-run). While the command runs: \
+         they reach the command's group from the terminal directly; when the command stops, \
+         redlock-run takes the terminal back and stops too, so the shell's fg and bg work; on \
+         fg it resumes the command, unless the lease ran out meanwhile (then the command is \
+         killed: exit 76).",
+    ),
+    (
+        "PIPE",
+        "Ignored by redlock-run; the command's own default applies to it.",
+    ),
+    (
+        "KILL",
+        "redlock-run dies. While waiting, nothing was taken. While the command runs, a small \
+         guardian process sends the command's process group SIGTERM, then SIGKILL by the end \
+         of the lease; the key expires after its TTL.",
+    ),
+    (
+        "Processes left behind",
+        "When the command exits while processes it started still run in its group, they get \
+         SIGTERM, then SIGKILL after --kill-after, before the lock is released. A process that \
+         leaves the group on purpose (setsid, a daemon) escapes this, as it escapes \
+         timeout(1). redlock-run must be able to signal the command's processes: one that runs \
+         as another user (sudo, setuid) is out of its reach.",
+    ),
+];
+
+fn signals(page: &mut String) {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SIGNALS"]);
+    roff.text([roman(
+        "The command runs in a process group of its own, so that a signal reaches every \
+         process it started and never the script that called redlock-run.",
+    )]);
+    for (signal, policy) in SIGNALS {
+        entry(&mut roff, signal, policy);
+    }
+    push(page, &roff);
+}
+
+fn see_also(page: &mut String) {
+    let mut roff = Roff::new();
+    roff.control("SH", ["SEE ALSO"]);
+    roff.text([
+        bold("flock"),
+        roman("(1), "),
+        bold("timeout"),
+        roman("(1), "),
+        bold("redis-server"),
+        roman("(1), "),
+        bold("redis-cli"),
+        roman("(1)"),
+    ]);
+    roff.control("PP", []);
+    roff.text([roman(
+        "README.md (installed in /usr/share/doc/redlock-run/) for the user's guide and \
+         recipes; the docs/ directory of the source repository for the guarantees, the \
+         design, deployments (Redlock, Sentinel, Cluster), security and performance.",
+    )]);
+    push(page, &roff);
 }
 
 /// Compares `generated` with the checked-in `completions/<file>`, or rewrites that file when
@@ -77,4 +381,48 @@ fn fish() {
 #[test]
 fn man() {
     check("redlock-run.1", &man_page());
+}
+
+/// The man page names every variable redlock-run reads or sets (each `REDLOCK_*` the
+/// sources mention), and every variable `--help` says the command receives.
+#[test]
+fn man_page_names_every_variable() {
+    let page = String::from_utf8(man_page()).unwrap();
+    let environment = page
+        .split(".SH ENVIRONMENT")
+        .nth(1)
+        .and_then(|rest| rest.split("\n.SH ").next())
+        .expect("an ENVIRONMENT section");
+    for (name, _) in GIVEN_TO_THE_COMMAND {
+        assert!(AFTER_HELP.contains(name), "--help does not name {name}");
+    }
+    let mut names = std::collections::BTreeSet::new();
+    let src = [env!("CARGO_MANIFEST_DIR"), "src"]
+        .iter()
+        .collect::<PathBuf>();
+    let mut dirs = vec![src];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for (at, _) in text.match_indices("REDLOCK_") {
+                    let name: String = text[at..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                        .collect();
+                    names.insert(name.trim_end_matches('_').to_string());
+                }
+            }
+        }
+    }
+    assert!(names.len() >= 14, "{names:?}");
+    for name in &names {
+        assert!(
+            environment.contains(&format!("\\fB{name}\\fR")),
+            "the man page's ENVIRONMENT lacks {name}:\n{environment}"
+        );
+    }
 }

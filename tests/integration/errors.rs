@@ -175,6 +175,60 @@ fn help_and_version_exit_0() {
     );
 }
 
+/// A mistyped flag: clap's lines kept apart in text (the error after `redlock-run: `, the
+/// tip, the usage), one JSON object in JSON; neither runs the lines together.
+#[test]
+fn a_mistyped_flag_keeps_the_lines_of_its_error() {
+    let out = Wrapper::bare()
+        .args(["-k", "x", "--bogus-flag", "--", "true"])
+        .run();
+    out.assert_code(125);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(
+        lines[0], "redlock-run: unexpected argument '--bogus-flag' found",
+        "{}",
+        out.stderr
+    );
+    let has = |start: &str| {
+        lines
+            .iter()
+            .any(|line| line.trim_start().starts_with(start))
+    };
+    assert!(
+        has("tip: to pass '--bogus-flag' as a value"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        has("Usage: redlock-run [OPTIONS] --key <KEY>"),
+        "{}",
+        out.stderr
+    );
+
+    let out = Wrapper::bare()
+        .args([
+            "--log-format",
+            "json",
+            "-k",
+            "x",
+            "--bogus-flag",
+            "--",
+            "true",
+        ])
+        .run();
+    out.assert_code(125);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    let line: serde_json::Value = serde_json::from_str(lines[0]).expect("one JSON object");
+    assert_eq!(line["event"], "usage", "{line}");
+    assert_eq!(
+        line["message"],
+        "unexpected argument '--bogus-flag' found; tip: to pass '--bogus-flag' as a value, \
+         use '-- --bogus-flag'; try --help",
+        "{line}"
+    );
+}
+
 /// --help must not show the value of REDLOCK_REDIS, which may hold a password.
 #[test]
 fn help_hides_the_redis_url_from_the_environment() {

@@ -122,9 +122,24 @@ fn a_run_in_json_says_what_text_says_with_its_numbers() {
     let lines = same_in_both(wrapper, &["-k", "job", "-v", "--", "sh", "-c", "exit 3"], 3);
     assert_eq!(lines.last().unwrap()["exit_code"], 3);
 
-    // A bad command line and a wrong password: errors, in JSON too, with nothing secret.
-    let lines = same_in_both(wrapper, &["-k", "job", "--bogus"], 125);
+    // A bad command line and a wrong password: errors, in JSON too, with nothing secret. A
+    // bad command line keeps clap's lines in text (error, tip, usage), so only its first
+    // line is the JSON message's beginning.
+    let args = ["-k", "job", "--bogus"];
+    let text = wrapper().args(args).run();
+    text.assert_code(125).assert_not_leaked(SECRET);
+    let json = wrapper().args(["--log-format", "json"]).args(args).run();
+    json.assert_code(125).assert_not_leaked(SECRET);
+    let lines = json_lines(&json.stderr);
     assert_eq!(events(&lines), ["usage"]);
+    let error = text_messages(text.stderr.lines().next().unwrap()).remove(0);
+    let message = lines[0]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("{error}; ")),
+        "text:\n{}\njson:\n{}",
+        text.stderr,
+        json.stderr
+    );
     let wrong = format!("redis://:wrong-{SECRET}@127.0.0.1:{}", server.port());
     let lines = same_in_both(|| Wrapper::new(&wrong), &["-k", "job", "--", "true"], 125);
     assert_eq!(events(&lines), ["error"]);

@@ -401,6 +401,29 @@ fn release_without_force_refuses_and_leaves_the_lock() {
         .assert_stderr_lacks("lock lost");
 }
 
+/// Without --force, release says what would become of the holder: a redlock-run holder's
+/// command is terminated at its next renewal; another client's value is renewed by no
+/// redlock-run, and its holder is told nothing.
+#[test]
+fn release_without_force_says_what_becomes_of_each_kind_of_holder() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("relfate");
+
+    let holder = hold(server.cmd().args(["-k", "ours"]), &dir, "h");
+    let out = server.cmd().args(["release", "-k", "ours"]).run();
+    out.assert_code(125)
+        .assert_stderr_contains("its command would be terminated at its next renewal");
+    holder.let_go();
+    holder.wait().assert_code(0);
+
+    server.set("redlock:theirs", "thief");
+    let out = server.cmd().args(["release", "-k", "theirs"]).run();
+    out.assert_code(125)
+        .assert_stderr_contains("nothing would tell that client to stop")
+        .assert_stderr_lacks("terminated");
+    assert_eq!(server.get("redlock:theirs").as_deref(), Some("thief"));
+}
+
 /// `release --force` deletes the holder's value, says whose it was, and PUBLISHes: a waiter
 /// blocked behind a holder with a 10s lease starts at once, not when it would next retry
 /// (~10s). The holder learns of it at its next renewal and exits 76.
