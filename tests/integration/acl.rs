@@ -164,7 +164,7 @@ fn a_missing_permission_is_named_before_the_command_runs() {
     }
 }
 
-/// The eviction check as a user that may not run `CONFIG` (README's minimal user): read
+/// The eviction check as a user that may not run `CONFIG` (docs/security.md's minimal user): read
 /// through `INFO`, so an evicting server is still refused; a user that may run neither
 /// is refused too, since the check cannot be made, unless it passes `--allow-eviction`.
 #[test]
