@@ -21,7 +21,7 @@
 #define RENEW_EVERY  33  /* default_renewal_period(TTL) = TTL/3 */
 #define GRACE        31  /* Timing::grace() with the default --kill-after: no renewal past valid - GRACE */
 #define BUDGET       33  /* acquisition_budget(TTL): a Redlock win must come before this */
-#define RATE_SLACK   1   /* clock rates within 1% (README's assumption): a lease ends up to ceil(VALIDITY / 0.99) - VALIDITY ms late */
+#define RATE_SLACK   1   /* clock rates within 1% (docs/guarantees.md's assumption): a lease ends up to ceil(VALIDITY / 0.99) - VALIDITY ms late */
 #define GUARD_SLACK  1   /* the guardian's poll() wakes up to 1 ms past the lease's end (it rounds its wait up, plus 1) */
 /* ---- end of the code's numbers ----------------------------------------------------------- */
 

@@ -213,7 +213,7 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
                     report::warn(format_args!(
                         "Redis refused to announce the release{on}: this user may not \
                          publish on the release channel, so waiters find the lock free only \
-                         when they next look (see README, \"Security\")"
+                         when they next look (see docs/security.md)"
                     ));
                 }
             }

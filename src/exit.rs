@@ -1,6 +1,7 @@
 //! How a run ends, the one table that turns that into a process exit status, and the one
 //! place the process ends: [`Outcome::exit`]. README's "Exit codes" section and
-//! `cli::AFTER_HELP` document this table; keep the three in step.
+//! `cli::AFTER_HELP` document this table; `tests/integration/docs.rs` keeps the three in
+//! step.
 
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitCode, ExitStatus};

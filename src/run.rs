@@ -486,7 +486,7 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) -> Fou
         Ok(Released::DeletedUnannounced) => report::warn(format_args!(
             "released {}, but Redis refused to announce it: this user may not publish on \
              the release channel, so waiters find the lock free only when they next look \
-             (see README, \"Security\")",
+             (see docs/security.md)",
             config.key
         )),
         Ok(Released::KeptUntilMinHold) => report::verbose(format_args!(

@@ -517,7 +517,7 @@ impl Supervisor<'_> {
 fn told(signal: libc::c_int, sent: io::Result<()>) {
     let Err(err) = sent else { return };
     let why = if err.raw_os_error() == Some(libc::EPERM) {
-        " (its processes run as another user, such as under sudo; see README, \
+        " (its processes run as another user, such as under sudo; see docs/guide.md, \
          \"Signals and process groups\")"
     } else {
         ""

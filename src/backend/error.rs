@@ -74,7 +74,7 @@ pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
              REDLOCK_PASSWORD or --password-file), and a user name if it uses ACL users"
         ),
         _ if is_permission_error(&err) => format!(
-            "{display} refused a command redlock-run needs: {}; see README, \"Security\", \
+            "{display} refused a command redlock-run needs: {}; see docs/security.md \
              for the ACL rules a user of redlock-run needs",
             permission_detail(&err)
         ),
@@ -195,7 +195,7 @@ mod tests {
                  NOPERM the ACL of this user does not allow PEXPIRE, which redlock-run needs"
             ),
             "R refused a command redlock-run needs: the ACL of this user does not allow \
-             PEXPIRE, which redlock-run needs; see README, \"Security\", for the ACL rules a \
+             PEXPIRE, which redlock-run needs; see docs/security.md for the ACL rules a \
              user of redlock-run needs"
         );
         assert!(described(

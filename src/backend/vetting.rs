@@ -108,7 +108,7 @@ impl Unfit {
             ),
             Unfit::MayEvict { why } => format!(
                 "cannot tell whether {display} may evict the lock's key: {why}; allow this \
-                 user `+info` (see README, \"Security\"), or pass --allow-eviction if the \
+                 user `+info` (see docs/security.md), or pass --allow-eviction if the \
                  server never evicts keys"
             ),
             Unfit::ClusterNode => format!(

@@ -1,4 +1,4 @@
-//! Redis ACL users: the user README's minimal ACL line describes can do everything
+//! Redis ACL users: the user docs/security.md's minimal ACL line describes can do everything
 //! redlock-run does; a user that lacks one permission gets a message naming it and exit
 //! 125 before its command runs, except for the release channel, whose absence costs only
 //! prompt wake-up; a server that wants a password says so.
@@ -9,46 +9,19 @@ use crate::support::*;
 
 const PASSWORD: &str = "acl-pw-6f1a";
 
-/// README's minimal ACL rules for the default prefix (`redlock:`), less the rules named in
-/// `without`.
+/// The minimal ACL rules for the default prefix (`redlock:`), as docs/security.md gives
+/// them, less the rules named in `without`.
 pub(crate) fn minimal_rules(without: &[&str]) -> Vec<String> {
-    let rules = [
-        "resetkeys",
-        "~redlock:*",
-        "~{redlock:*",
-        "resetchannels",
-        "&redlock-run:released:*",
-        "&redlock-run:wake:*",
-        "-@all",
-        "+evalsha",
-        "+eval",
-        "+script|load",
-        "+type",
-        "+get",
-        "+set",
-        "+pexpire",
-        "+pttl",
-        "+incr",
-        "+del",
-        "+exists",
-        "+time",
-        "+zadd",
-        "+zrem",
-        "+zrange",
-        "+zrank",
-        "+zcard",
-        "+hget",
-        "+hset",
-        "+hdel",
-        "+publish",
-        "+subscribe",
-        "+scan",
-        "+info",
-    ];
+    let rules = crate::docs::documented_acl_lines().swap_remove(0);
+    for rule in without {
+        assert!(
+            rules.iter().any(|r| r == rule),
+            "{rule} is not among the documented rules: {rules:?}"
+        );
+    }
     rules
         .into_iter()
-        .filter(|rule| !without.contains(rule))
-        .map(str::to_string)
+        .filter(|rule| !without.contains(&rule.as_str()))
         .collect()
 }
 
@@ -191,7 +164,7 @@ fn a_missing_permission_is_named_before_the_command_runs() {
     }
 }
 
-/// The eviction check as a user that may not run `CONFIG` (README's minimal user): read
+/// The eviction check as a user that may not run `CONFIG` (docs/security.md's minimal user): read
 /// through `INFO`, so an evicting server is still refused; a user that may run neither
 /// is refused too, since the check cannot be made, unless it passes `--allow-eviction`.
 #[test]

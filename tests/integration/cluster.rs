@@ -310,7 +310,7 @@ fn waiters_queued_across_a_reshard_are_woken_on_the_new_master() {
     );
 }
 
-/// README's ACL user in a cluster: the minimal rules plus what a cluster needs (the slot
+/// The documented ACL user in a cluster (docs/security.md): the minimal rules plus what a cluster needs (the slot
 /// map, the masters' roles, redirections during a migration), with the rules for sharded
 /// notices (`sharded`) and without them (`plain`), and a holder and a waiter of either
 /// kind. Each time the waiter is woken by the release, not by its own retry 30s later nor
@@ -322,9 +322,10 @@ fn the_acl_user_is_woken_with_and_without_sharded_pubsub() {
     let cluster = Cluster::start();
     let password = "cluster-acl-pw-2c7e";
     let mut plain = crate::acl::minimal_rules(&[]);
-    plain.extend(README_CLUSTER_RULES.split_whitespace().map(str::to_string));
+    let documented = crate::docs::documented_acl_lines();
+    plain.extend(documented[1].iter().cloned());
     let mut sharded = plain.clone();
-    sharded.extend(README_SHARDED_RULES.split_whitespace().map(str::to_string));
+    sharded.extend(documented[2].iter().cloned());
     let users: &[(&str, &Vec<String>)] = if has_sharded_pubsub(&cluster.nodes[0]) {
         &[("sharded", &sharded), ("plain", &plain)]
     } else {
@@ -382,11 +383,6 @@ fn the_acl_user_is_woken_with_and_without_sharded_pubsub() {
         }
     }
 }
-
-/// What README's ACL section adds to the minimal rules for a cluster, and for sharded
-/// notices in one.
-const README_CLUSTER_RULES: &str = "+cluster|slots +role +asking";
-const README_SHARDED_RULES: &str = "+spublish +ssubscribe";
 
 /// A holder that ends while its slot is being migrated (the keys already on the importing
 /// master, the slot still the old one's): the old master sends its release script on

@@ -4,6 +4,7 @@
 mod acl;
 mod cluster;
 mod completions;
+mod docs;
 mod errors;
 mod exclusion;
 mod exit_codes;

@@ -230,7 +230,7 @@ fn a_command_that_ended_inside_its_max_runtime_keeps_its_status_however_late_it_
         .assert_stderr_lacks("--max-runtime of");
 }
 
-/// redlock-run and its guardian are both stopped (outside what README promises to
+/// redlock-run and its guardian are both stopped (outside what docs/guarantees.md promises to
 /// protect): the command runs past its lease with nobody to stop it, then ends with status
 /// 3. Once both are continued, the run must not pass that status off as a clean run: it
 /// reports the lost lock, 76.

@@ -1,6 +1,6 @@
 //! `redis+sentinel://`: a master, a replica and three sentinels (see
 //! `support::deployments`). The master is killed or switched over while a holder runs, and
-//! what follows is what README's "Guarantees and limits" says: a lock that reached the
+//! what follows is what docs/guarantees.md says: a lock that reached the
 //! replica carries on at the new master; one that did not is lost, the holder stops with 76
 //! at its next renewal, and until then a second holder can start. A sentinel that hangs does
 //! not keep anyone from the master.
@@ -81,7 +81,7 @@ fn a_failover_that_lost_the_key_stops_the_command_with_76() {
     set.master.kill();
     set.wait_for_promotion();
     // Between the failover and the holder's next renewal nothing stops a second holder:
-    // README says so. The first holder never re-creates the key, so this always gets in.
+    // docs/guarantees.md says so. The first holder never re-creates the key, so this always gets in.
     let second = set
         .cmd()
         .args(["-k", "lost", "--no-wait", "--", "true"])

@@ -5,7 +5,7 @@
 //! away (its waiters poll).
 //!
 //! What this module does not own: the ACL side of the eviction check (a user without
-//! `CONFIG`), which `acl.rs` tests with README's minimal user.
+//! `CONFIG`), which `acl.rs` tests with docs/security.md's minimal user.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

@@ -199,7 +199,7 @@ proptest! {
 
     /// In a cluster a lock's notice channels live in its slot (a script may publish only
     /// there, and they move with it); elsewhere they are the plain names of earlier
-    /// versions. Both start with the prefixes the ACL line of README allows.
+    /// versions. Both start with the prefixes the ACL line of docs/security.md allows.
     #[test]
     fn notice_channels_share_the_locks_slot(key in name(), token in "[0-9a-f-]{36}") {
         let sharded = Channels::of(&key, true);

@@ -13,7 +13,7 @@
 //! - **Fence**: each node counts its own acquisitions. The fence handed out is the largest
 //!   count among the nodes taken; unless a majority already reports it, it is written to
 //!   the nodes first (never lowering one), so every later majority, which shares a node
-//!   with this one, counts past it. See README "Fencing tokens".
+//!   with this one, counts past it. See docs/guide.md, "Fencing tokens".
 //! - **Renew**: all nodes in parallel; extended when a majority confirms, lost for sure when
 //!   more than N - majority say the key is not ours. A node that answers "not ours" while a
 //!   majority confirmed (it restarted empty) is taken again; never otherwise.
