@@ -15,7 +15,7 @@ use super::layout::{
     limit_key, lock_of_internal_key, queue_keys, slot_key, Channels, Holder, Key, MAX_LIMIT,
 };
 use super::quorum::majority;
-use super::scripts::{FORCE_RELEASE, PEEK};
+use super::scripts::{ForceRelease, Peek, PeekReply};
 use super::Deployment;
 
 /// How many keys one SCAN step asks for.
@@ -312,32 +312,26 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
     let Some(value) = &slot.value else {
         return Ok(Forced::Changed);
     };
-    let channels = Channels::of(lock_key, link.is_cluster());
     let [queue, woken] = queue_keys(lock_key);
-    let args = [
-        value.as_slice(),
-        channels.release.as_bytes(),
-        channels.wake_prefix.as_bytes(),
-        channels.sharded_arg(),
-    ];
-    let deleted: i64 = link.call(None, |session| {
-        session.eval(&FORCE_RELEASE, &[&slot.key, &queue, &woken], &args)
-    })?;
-    Ok(match deleted {
-        1 => Forced::Deleted,
-        2 => Forced::DeletedUnannounced,
-        _ => Forced::Changed,
-    })
+    let force = ForceRelease {
+        slot: slot.key.clone(),
+        queue,
+        woken,
+        value: value.clone(),
+        channels: Channels::of(lock_key, link.is_cluster()),
+    };
+    link.call(None, |session| session.run(&force))
 }
 
 fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {
-    let reply = link.call(None, |session| session.eval(&PEEK, &[key], &[]))?;
+    let peek = Peek { key: key.clone() };
+    let reply = link.call(None, |session| session.run(&peek))?;
     Ok(read_peek(key, reply))
 }
 
-/// What `PEEK` answered for `key`: its type, its PTTL and its value (empty unless a
-/// string); `None` when there is no such key.
-pub(crate) fn read_peek(key: &Key, (kind, pttl, value): (String, i64, Vec<u8>)) -> Option<Slot> {
+/// What `peek.lua` answered for `key`, as a slot; `None` when there is no such key.
+pub(crate) fn read_peek(key: &Key, reply: PeekReply) -> Option<Slot> {
+    let PeekReply { kind, pttl, value } = reply;
     if kind == "none" {
         return None;
     }

@@ -77,8 +77,8 @@ proptest! {
     /// value only for a string.
     #[test]
     fn any_peek_reply_is_read_or_refused(reply in redis_values()) {
-        if let Ok(reply) = redis::from_redis_value::<(String, i64, Vec<u8>)>(reply) {
-            let kind = reply.0.clone();
+        if let Ok(reply) = redis::from_redis_value::<PeekReply>(reply) {
+            let kind = reply.kind.clone();
             let slot = read_peek(&Key::from("k"), reply);
             prop_assert_eq!(slot.is_none(), kind == "none");
             if let Some(slot) = slot {
