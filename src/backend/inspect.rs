@@ -54,6 +54,26 @@ pub enum Forced {
     Changed,
 }
 
+/// What `release` does with a lock, decided from what the nodes said (see
+/// [`LockView::release_plan`]); the wording is `admin`'s.
+#[derive(Debug)]
+pub enum ReleasePlan<'a> {
+    /// Every node was read and none has anything: nothing to release.
+    Free,
+    /// None of the nodes read has anything, and they are a majority (`read` of them): free,
+    /// as `status` says; the others could not be read.
+    FreeOnMajority { read: usize },
+    /// Without --force: only leftovers that no holder has a majority of (a failed or lost
+    /// attempt, expiring by their TTL); nothing is deleted.
+    Leftovers,
+    /// Without --force: someone holds it (or too few nodes answered to tell): refused.
+    /// `held`: every slot found, with its node.
+    Refuse { held: Vec<(usize, &'a Slot)> },
+    /// With --force: each slot found, with its node, is deleted if it still holds the value
+    /// read; the nodes not read keep theirs until their TTL.
+    Delete { held: Vec<(usize, &'a Slot)> },
+}
+
 /// What the nodes say together.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -218,6 +238,42 @@ impl LockView {
             None if unread >= majority => Verdict::Unknown,
             _ => Verdict::Free { strays },
         }
+    }
+
+    /// What `release` (`force`: `release --force`) is to do with this lock. Once every
+    /// node said nothing is held, there is nothing to do, with or without --force.
+    pub fn release_plan(&self, force: bool) -> ReleasePlan<'_> {
+        let held: Vec<(usize, &Slot)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(node, view)| Some((node, view.slots.as_ref().ok()?)))
+            .flat_map(|(node, slots)| slots.iter().map(move |slot| (node, slot)))
+            .collect();
+        let unread = self.unread().count();
+        if held.is_empty() && unread == 0 {
+            return ReleasePlan::Free;
+        }
+        // Free as `status` says it is: the nodes read are a majority and none holds anything.
+        let read = self.nodes.len() - unread;
+        if held.is_empty() && read >= self.majority() {
+            return ReleasePlan::FreeOnMajority { read };
+        }
+        if force {
+            return ReleasePlan::Delete { held };
+        }
+        match self.verdict() {
+            Verdict::Free { .. } => ReleasePlan::Leftovers,
+            _ => ReleasePlan::Refuse { held },
+        }
+    }
+
+    /// The nodes that could not be read: each one's display and why.
+    pub fn unread(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.nodes.iter().filter_map(|node| {
+            let err = node.slots.as_ref().err()?;
+            Some((node.display.as_str(), err.as_str()))
+        })
     }
 
     /// The slot of the holder `identity` on the node where its lease ends first (the
