@@ -10,8 +10,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use crate::backend::inspect::{Forced, Inspector, LockView, Slot, Verdict};
-use crate::backend::{lock_of_internal_key, shown, Key};
+use crate::backend::inspect::{Forced, Inspector, LockView, ReleasePlan, Slot, Verdict};
+use crate::backend::{shown, Key};
 use crate::config::{AdminAction, AdminConfig};
 use crate::exit::Outcome;
 use crate::report::escape;
@@ -103,52 +103,36 @@ fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> 
 
 /// Exit 0 when something was deleted, 1 when the lock was free; refuses without `--force`.
 fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome> {
-    if let Some(lock) = lock_of_internal_key(key) {
-        bail!(
-            "{key} is bookkeeping of the lock {lock} (its fence counter, limit, queue or a \
-             slot), not a lock; deleting it could let fences repeat. Release {lock} instead"
-        );
-    }
     let view = inspector.read(key);
     if let Some(err) = lone_failure(&view) {
         bail!("cannot read {key}: {err}");
     }
     let lock_key = key;
     let quorum = view.is_quorum();
-    let held: Vec<(usize, &Slot)> = view
-        .nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(node, view)| Some((node, view.slots.as_ref().ok()?)))
-        .flat_map(|(node, slots)| slots.iter().map(move |slot| (node, slot)))
-        .collect();
     let unread: Vec<String> = view
-        .nodes
-        .iter()
-        .filter_map(|node| Some(format!("{}: {}", node.display, node.slots.as_ref().err()?)))
+        .unread()
+        .map(|(display, err)| format!("{display}: {err}"))
         .collect();
     let nodes = view.nodes.len();
-    if held.is_empty() && unread.is_empty() {
-        print(&if quorum {
-            format!("{key} is free on every node; nothing to release")
-        } else {
-            format!("{key} is free; nothing to release")
-        })?;
-        return Ok(Outcome::Free);
-    }
-    // Free as `status` says it is: the nodes read are a majority and none holds anything.
-    let read = nodes - unread.len();
-    if held.is_empty() && read >= view.majority() {
-        for line in &unread {
-            report::warn(format_args!("could not read {line}"));
+    let held = match view.release_plan(force) {
+        ReleasePlan::Free => {
+            print(&if quorum {
+                format!("{key} is free on every node; nothing to release")
+            } else {
+                format!("{key} is free; nothing to release")
+            })?;
+            return Ok(Outcome::Free);
         }
-        print(&format!(
-            "{key} is free on the {read} of {nodes} nodes that answered; nothing to release"
-        ))?;
-        return Ok(Outcome::Free);
-    }
-    if !force {
-        if let Verdict::Free { .. } = view.verdict() {
+        ReleasePlan::FreeOnMajority { read } => {
+            for line in &unread {
+                report::warn(format_args!("could not read {line}"));
+            }
+            print(&format!(
+                "{key} is free on the {read} of {nodes} nodes that answered; nothing to release"
+            ))?;
+            return Ok(Outcome::Free);
+        }
+        ReleasePlan::Leftovers => {
             // Leftovers of a failed or lost attempt: nobody holds the lock.
             print(&format!(
                 "{}; nothing to release (--force deletes those values now)",
@@ -156,34 +140,37 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
             ))?;
             return Ok(Outcome::Free);
         }
-        let held_by = if quorum {
-            verdict_line(&view)
-        } else {
-            let phrases: Vec<String> = held.iter().map(|(_, slot)| slot_phrase(slot)).collect();
-            format!("{key} is held by {}", phrases.join("; "))
-        };
-        // Only a redlock-run holder renews, and so learns that its lock is gone; another
-        // client's value is renewed by no redlock-run, and its holder is never told.
-        let ours = held
-            .iter()
-            .filter(|(_, slot)| slot.holder.is_some())
-            .count();
-        let fate = match (ours, held.len() - ours) {
-            (_, 0) => "its command would be terminated at its next renewal",
-            (0, _) => {
-                "redlock-run does not renew another client's value, so nothing would tell \
-                 that client to stop"
-            }
-            _ => {
-                "a redlock-run holder's command would be terminated at its next renewal; \
-                 nothing would tell another client's holder to stop"
-            }
-        };
-        bail!(
-            "{held_by}; releasing it lets another holder in while this one may still run \
-             ({fate}). Add --force to release it"
-        );
-    }
+        ReleasePlan::Refuse { held } => {
+            let held_by = if quorum {
+                verdict_line(&view)
+            } else {
+                let phrases: Vec<String> = held.iter().map(|(_, slot)| slot_phrase(slot)).collect();
+                format!("{key} is held by {}", phrases.join("; "))
+            };
+            // Only a redlock-run holder renews, and so learns that its lock is gone; another
+            // client's value is renewed by no redlock-run, and its holder is never told.
+            let ours = held
+                .iter()
+                .filter(|(_, slot)| slot.holder.is_some())
+                .count();
+            let fate = match (ours, held.len() - ours) {
+                (_, 0) => "its command would be terminated at its next renewal",
+                (0, _) => {
+                    "redlock-run does not renew another client's value, so nothing would tell \
+                     that client to stop"
+                }
+                _ => {
+                    "a redlock-run holder's command would be terminated at its next renewal; \
+                     nothing would tell another client's holder to stop"
+                }
+            };
+            bail!(
+                "{held_by}; releasing it lets another holder in while this one may still run \
+                 ({fate}). Add --force to release it"
+            );
+        }
+        ReleasePlan::Delete { held } => held,
+    };
     let mut deleted_any = false;
     for (node, slot) in held {
         // Where the slot is, when there is more than one place it could be.

@@ -222,15 +222,10 @@ impl Session<'_> {
                 _ => return Ok(Err((err, self.endpoint.describe_node(&address)))),
             }
         }
-        Err(anyhow::Error::new(BackendError {
-            message: format!(
-                "{} redirected a command more than {MAX_REDIRECTS} times (slots are moving)",
-                self.display()
-            ),
-            transient: true,
-            permission: false,
-            try_later: false,
-        }))
+        Err(anyhow::Error::new(BackendError::transient(format!(
+            "{} redirected a command more than {MAX_REDIRECTS} times (slots are moving)",
+            self.display()
+        ))))
     }
 
     fn display(&self) -> String {

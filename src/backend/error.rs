@@ -7,18 +7,54 @@ use std::time::{Duration, Instant};
 
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind};
 
-/// A failed request to a Redis deployment, with a flag telling a passing network fault
-/// (worth retrying: the waiter keeps waiting, the acquire retries once) from a refusal that
-/// will not change (authentication, a server error).
+/// A failed request to a Redis deployment, with its [`Failure`]: a passing fault worth
+/// retrying (the waiter keeps waiting, the acquire retries once), or a refusal that will not
+/// change.
 #[derive(Debug)]
 pub struct BackendError {
     pub message: String,
-    pub transient: bool,
-    /// The user's ACL refused a command, key or channel.
-    pub permission: bool,
+    pub failure: Failure,
+}
+
+/// What kind of failure a [`BackendError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The network or the server was briefly away: retrying may succeed.
+    Transient,
     /// The server answered, but asked to be asked later: it is loading its data, busy with
-    /// a script, cut off from its master, failing over, or at its client limit.
-    pub try_later: bool,
+    /// a script, cut off from its master, failing over, or at its client limit. Transient
+    /// too.
+    TryLater,
+    /// The user's ACL refused a command, key or channel.
+    Permission,
+    /// A refusal that will not change (authentication, a server error, a name no sentinel
+    /// knows).
+    Permanent,
+}
+
+impl BackendError {
+    pub fn new(message: String, failure: Failure) -> BackendError {
+        BackendError { message, failure }
+    }
+
+    /// A failure that may pass.
+    pub fn transient(message: String) -> BackendError {
+        BackendError::new(message, Failure::Transient)
+    }
+
+    /// A transient failure when `transient`, else a permanent one.
+    pub fn transient_if(transient: bool, message: String) -> BackendError {
+        let failure = if transient {
+            Failure::Transient
+        } else {
+            Failure::Permanent
+        };
+        BackendError::new(message, failure)
+    }
+
+    fn is_transient(&self) -> bool {
+        matches!(self.failure, Failure::Transient | Failure::TryLater)
+    }
 }
 
 impl std::fmt::Display for BackendError {
@@ -33,21 +69,21 @@ impl std::error::Error for BackendError {}
 pub fn is_transient(err: &anyhow::Error) -> bool {
     err.chain()
         .filter_map(|cause| cause.downcast_ref::<BackendError>())
-        .any(|cause| cause.transient)
+        .any(BackendError::is_transient)
 }
 
-/// Whether the server answered "not now" (see `BackendError::try_later`).
+/// Whether the server answered "not now" (see [`Failure::TryLater`]).
 pub fn is_try_later(err: &anyhow::Error) -> bool {
     err.chain()
         .filter_map(|cause| cause.downcast_ref::<BackendError>())
-        .any(|cause| cause.try_later)
+        .any(|cause| cause.failure == Failure::TryLater)
 }
 
 /// Whether the user's ACL refused something redlock-run asked for.
 pub fn is_refused_by_acl(err: &anyhow::Error) -> bool {
     err.chain()
         .filter_map(|cause| cause.downcast_ref::<BackendError>())
-        .any(|cause| cause.permission)
+        .any(|cause| cause.failure == Failure::Permission)
 }
 
 /// How long the next step may take: `timeout`, or less if `deadline` is sooner. Once the
@@ -106,16 +142,18 @@ pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
     );
     // Try later: a script running too long (BUSY), or the server at its client limit.
     let busy = err.code() == Some("BUSY") || err.to_string().contains("max number of clients");
-    anyhow::Error::new(BackendError {
-        message,
-        transient: err.is_io_error()
-            || err.is_timeout()
-            || err.is_connection_dropped()
-            || failing_over
-            || busy,
-        permission: is_permission_error(&err),
-        try_later: failing_over || busy,
-    })
+    // A permission error is a server's reply, never an I/O fault, a timeout or one of the
+    // codes above: the order of these tests decides nothing.
+    let failure = if failing_over || busy {
+        Failure::TryLater
+    } else if err.is_io_error() || err.is_timeout() || err.is_connection_dropped() {
+        Failure::Transient
+    } else if is_permission_error(&err) {
+        Failure::Permission
+    } else {
+        Failure::Permanent
+    };
+    anyhow::Error::new(BackendError::new(message, failure))
 }
 
 /// Whether the server turned our credentials, or what they allow, down: a refusal that
@@ -178,6 +216,27 @@ mod tests {
         let described = describe_error(at_connect, "redis://h:1");
         assert!(!is_transient(&described), "{described:#}");
         assert!(format!("{described:#}").starts_with("authentication failed at redis://h:1"));
+    }
+
+    #[test]
+    fn each_failure_has_one_kind() {
+        let kind = |line: &str| {
+            let described = describe_error(server_error(line), "R");
+            (
+                is_transient(&described),
+                is_try_later(&described),
+                is_refused_by_acl(&described),
+            )
+        };
+        assert_eq!(kind("READONLY replica"), (true, true, false));
+        assert_eq!(kind("BUSY script"), (true, true, false));
+        assert_eq!(kind("NOPERM no"), (false, false, true));
+        assert_eq!(kind("ERR wrong"), (false, false, false));
+        let io = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        let described = describe_error(io, "R");
+        assert!(is_transient(&described) && !is_try_later(&described));
+        let quorum = anyhow::Error::new(BackendError::transient_if(false, String::from("no")));
+        assert!(!is_transient(&quorum));
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::layout::{
     limit_key, lock_of_internal_key, queue_keys, slot_key, Channels, Holder, Key, MAX_LIMIT,
 };
 use super::quorum::majority;
-use super::scripts::{FORCE_RELEASE, PEEK};
+use super::scripts::{ForceRelease, Peek, PeekReply};
 use super::Deployment;
 
 /// How many keys one SCAN step asks for.
@@ -52,6 +52,26 @@ pub enum Forced {
     DeletedUnannounced,
     /// It changed or vanished since it was read: nothing deleted.
     Changed,
+}
+
+/// What `release` does with a lock, decided from what the nodes said (see
+/// [`LockView::release_plan`]); the wording is `admin`'s.
+#[derive(Debug)]
+pub enum ReleasePlan<'a> {
+    /// Every node was read and none has anything: nothing to release.
+    Free,
+    /// None of the nodes read has anything, and they are a majority (`read` of them): free,
+    /// as `status` says; the others could not be read.
+    FreeOnMajority { read: usize },
+    /// Without --force: only leftovers that no holder has a majority of (a failed or lost
+    /// attempt, expiring by their TTL); nothing is deleted.
+    Leftovers,
+    /// Without --force: someone holds it (or too few nodes answered to tell): refused.
+    /// `held`: every slot found, with its node.
+    Refuse { held: Vec<(usize, &'a Slot)> },
+    /// With --force: each slot found, with its node, is deleted if it still holds the value
+    /// read; the nodes not read keep theirs until their TTL.
+    Delete { held: Vec<(usize, &'a Slot)> },
 }
 
 /// What the nodes say together.
@@ -220,6 +240,42 @@ impl LockView {
         }
     }
 
+    /// What `release` (`force`: `release --force`) is to do with this lock. Once every
+    /// node said nothing is held, there is nothing to do, with or without --force.
+    pub fn release_plan(&self, force: bool) -> ReleasePlan<'_> {
+        let held: Vec<(usize, &Slot)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(node, view)| Some((node, view.slots.as_ref().ok()?)))
+            .flat_map(|(node, slots)| slots.iter().map(move |slot| (node, slot)))
+            .collect();
+        let unread = self.unread().count();
+        if held.is_empty() && unread == 0 {
+            return ReleasePlan::Free;
+        }
+        // Free as `status` says it is: the nodes read are a majority and none holds anything.
+        let read = self.nodes.len() - unread;
+        if held.is_empty() && read >= self.majority() {
+            return ReleasePlan::FreeOnMajority { read };
+        }
+        if force {
+            return ReleasePlan::Delete { held };
+        }
+        match self.verdict() {
+            Verdict::Free { .. } => ReleasePlan::Leftovers,
+            _ => ReleasePlan::Refuse { held },
+        }
+    }
+
+    /// The nodes that could not be read: each one's display and why.
+    pub fn unread(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.nodes.iter().filter_map(|node| {
+            let err = node.slots.as_ref().err()?;
+            Some((node.display.as_str(), err.as_str()))
+        })
+    }
+
     /// The slot of the holder `identity` on the node where its lease ends first (the
     /// quorum holds it at least that long).
     pub fn holder_slot(&self, identity: &[u8]) -> Option<&Slot> {
@@ -312,32 +368,26 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
     let Some(value) = &slot.value else {
         return Ok(Forced::Changed);
     };
-    let channels = Channels::of(lock_key, link.is_cluster());
     let [queue, woken] = queue_keys(lock_key);
-    let args = [
-        value.as_slice(),
-        channels.release.as_bytes(),
-        channels.wake_prefix.as_bytes(),
-        channels.sharded_arg(),
-    ];
-    let deleted: i64 = link.call(None, |session| {
-        session.eval(&FORCE_RELEASE, &[&slot.key, &queue, &woken], &args)
-    })?;
-    Ok(match deleted {
-        1 => Forced::Deleted,
-        2 => Forced::DeletedUnannounced,
-        _ => Forced::Changed,
-    })
+    let force = ForceRelease {
+        slot: slot.key.clone(),
+        queue,
+        woken,
+        value: value.clone(),
+        channels: Channels::of(lock_key, link.is_cluster()),
+    };
+    link.call(None, |session| session.run(&force))
 }
 
 fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {
-    let reply = link.call(None, |session| session.eval(&PEEK, &[key], &[]))?;
+    let peek = Peek { key: key.clone() };
+    let reply = link.call(None, |session| session.run(&peek))?;
     Ok(read_peek(key, reply))
 }
 
-/// What `PEEK` answered for `key`: its type, its PTTL and its value (empty unless a
-/// string); `None` when there is no such key.
-pub(crate) fn read_peek(key: &Key, (kind, pttl, value): (String, i64, Vec<u8>)) -> Option<Slot> {
+/// What `peek.lua` answered for `key`, as a slot; `None` when there is no such key.
+pub(crate) fn read_peek(key: &Key, reply: PeekReply) -> Option<Slot> {
+    let PeekReply { kind, pttl, value } = reply;
     if kind == "none" {
         return None;
     }

@@ -41,6 +41,8 @@ pub use layout::{
     MAX_LABEL_LEN, MAX_LIMIT,
 };
 pub use notices::cannot_subscribe;
+/// The replies of the scripts, read by the fuzz targets as the backend reads them.
+pub(crate) use scripts::{AcquireReply, Acquisition, PeekReply};
 pub use target::{holds_secret, Deployment, Password, Sources};
 pub use vetting::Eviction;
 

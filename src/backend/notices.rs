@@ -126,15 +126,10 @@ pub fn subscribe_sharded(
             return Err(subscription_error(err, &display));
         }
         if redirects == MAX_REDIRECTS {
-            return Err(anyhow::Error::new(BackendError {
-                message: format!(
-                    "{display} redirected the subscription more than {MAX_REDIRECTS} times \
-                     (slots are moving)"
-                ),
-                transient: true,
-                permission: false,
-                try_later: false,
-            }));
+            return Err(anyhow::Error::new(BackendError::transient(format!(
+                "{display} redirected the subscription more than {MAX_REDIRECTS} times \
+                 (slots are moving)"
+            ))));
         }
         redirects += 1;
         redirected = err.redirect_node().map(|(address, _)| address.to_string());

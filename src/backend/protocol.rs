@@ -18,7 +18,9 @@ use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later};
 use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest};
 use super::notices;
-use super::scripts::{ACQUIRE, LEAVE_QUEUE, RAISE_FENCE, RELEASE, RENEW};
+use super::scripts::{
+    Acquire, Acquisition, Extended, LeaveQueue, RaiseFence, Release, ReleaseReply, Renew,
+};
 use super::target::RedisTarget;
 use super::vetting::{self, Eviction};
 use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
@@ -84,30 +86,24 @@ impl SingleRedis {
     /// (a Redlock node must answer within the acquisition's round).
     pub fn try_acquire_until(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
         let limit = self.lock.limit;
-        let mut keys: Vec<Key> = (1..=limit).map(|slot| self.lock.slot_key(slot)).collect();
-        keys.push(limit_key(&self.lock.key));
-        keys.push(fence_key(&self.lock.key));
-        keys.extend(queue_keys(&self.lock.key));
-        let keys: Vec<&Key> = keys.iter().collect();
-        let ttl_ms = self.lock.ttl.as_millis().to_string();
-        let limit_arg = limit.to_string();
-        let arrival = self.lock.arrival_ms.unwrap_or(0).to_string();
-        let args = [
-            self.identity.as_bytes(),
-            self.lock.metadata.as_bytes(),
-            ttl_ms.as_bytes(),
-            limit_arg.as_bytes(),
-            if self.lock.fair { b"1" } else { b"0" },
-            self.lock.token.as_bytes(),
-            self.channels.wake_prefix.as_bytes(),
-            if self.listening { b"1" } else { b"0" },
-            arrival.as_bytes(),
-            self.channels.sharded_arg(),
-            match &self.server_id {
-                Some(id) if id.get().is_none() => b"1",
-                _ => b"0",
-            },
-        ];
+        let [queue, woken] = queue_keys(&self.lock.key);
+        let acquire = Acquire {
+            slots: (1..=limit).map(|slot| self.lock.slot_key(slot)).collect(),
+            limit_key: limit_key(&self.lock.key),
+            fence_key: fence_key(&self.lock.key),
+            queue,
+            woken,
+            identity: self.identity.clone(),
+            metadata: self.lock.metadata.clone(),
+            ttl: self.lock.ttl,
+            limit,
+            fair: self.lock.fair,
+            token: self.lock.token.clone(),
+            channels: self.channels.clone(),
+            listening: self.listening,
+            arrival_ms: self.lock.arrival_ms,
+            want_run_id: self.server_id.as_ref().is_some_and(|id| id.get().is_none()),
+        };
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
         // A failure to connect sent nothing, and is not retried here. The first try gives
@@ -129,41 +125,37 @@ impl SingleRedis {
             // The server is asked whether it can keep a lock at all in the same write as the
             // first acquisition on each connection (`vetting`): the answer comes after the
             // script ran, and a lock taken on an unfit server is let go at once.
-            let reply: Result<((i64, i64, redis::Value, u32), Instant)> =
-                self.link.call(Some(end), |session| {
-                    session.vet();
-                    let (status, number, value, ahead, repaired, run_id): (
-                        i64,
-                        i64,
-                        redis::Value,
-                        u32,
-                        u32,
-                        String,
-                    ) = session.eval(&ACQUIRE, &keys, &args)?;
-                    let sent_at = session.sent_at.unwrap_or_else(Instant::now);
-                    if let Some(unfit) = vetting::unfit(session.facts.as_ref(), eviction, cluster) {
-                        return Err(anyhow::Error::new(Refused(unfit, status == 1, number)));
-                    }
-                    warn_repaired(repaired, key, &server);
-                    if let Some(id) = server_id.filter(|_| !run_id.is_empty()) {
-                        let _ = id.set(run_id);
-                    }
-                    if status == 1 {
-                        confirm_replicated(session, replica_wait, key);
-                    }
-                    Ok(((status, number, value, ahead), sent_at))
-                });
+            let reply: Result<(Acquisition, Instant)> = self.link.call(Some(end), |session| {
+                session.vet();
+                let reply = session.run(&acquire)?;
+                let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                let taken = match reply.outcome {
+                    Acquisition::Acquired { slot, .. } => Some(slot),
+                    _ => None,
+                };
+                if let Some(unfit) = vetting::unfit(session.facts.as_ref(), eviction, cluster) {
+                    return Err(anyhow::Error::new(Refused(unfit, taken)));
+                }
+                warn_repaired(reply.repaired, key, &server);
+                if let Some(id) = server_id.filter(|_| !reply.run_id.is_empty()) {
+                    let _ = id.set(reply.run_id);
+                }
+                if taken.is_some() {
+                    confirm_replicated(session, replica_wait, key);
+                }
+                Ok((reply.outcome, sent_at))
+            });
             let reply = match reply {
                 Err(err) => match err.downcast::<Refused>() {
-                    Ok(Refused(unfit, taken, slot)) => return Err(self.refuse(&unfit, taken, slot)),
+                    Ok(Refused(unfit, taken)) => return Err(self.refuse(&unfit, taken)),
                     Err(err) => Err(err),
                 },
                 Ok(reply) => Ok(reply),
             };
             match reply {
-                Ok(((1, slot, fence, _), sent_at)) => {
-                    self.held = Some(self.lock.slot_key(slot as u32));
-                    let fence: u64 = redis::from_redis_value(fence).map_err(|_| {
+                Ok((Acquisition::Acquired { slot, fence }, sent_at)) => {
+                    self.held = Some(self.lock.slot_key(slot));
+                    let fence = fence.ok_or_else(|| {
                         anyhow!(
                             "{} holds no counter redlock-run can read; the lock expires by \
                              its TTL",
@@ -172,11 +164,14 @@ impl SingleRedis {
                     })?;
                     return Ok(Attempt::Acquired { sent_at, fence });
                 }
-                Ok(((0, pttl, holder, ahead), _)) => {
-                    let holder_ttl = u64::try_from(pttl).ok().map(Duration::from_millis);
-                    let holder: Option<Vec<u8>> = redis::from_redis_value(holder)
-                        .ok()
-                        .filter(|value: &Vec<u8>| !value.is_empty());
+                Ok((
+                    Acquisition::Busy {
+                        holder_ttl,
+                        holder,
+                        ahead,
+                    },
+                    _,
+                )) => {
                     return Ok(Attempt::Busy {
                         holder_ttl,
                         holder,
@@ -184,7 +179,7 @@ impl SingleRedis {
                         split: false,
                     });
                 }
-                Ok(((_, other, _, _), _)) => {
+                Ok((Acquisition::OtherLimit { other }, _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
                         n => format!("--limit {n}"),
@@ -201,13 +196,11 @@ impl SingleRedis {
         }
     }
 
-    /// The error for a server found `unfit` for a lock; the lock it took (`taken`, in
-    /// `slot`) is let go first, waking a waiter that this attempt kept out.
-    fn refuse(&mut self, unfit: &vetting::Unfit, taken: bool, slot: i64) -> anyhow::Error {
-        if taken {
-            self.held = u32::try_from(slot)
-                .ok()
-                .map(|slot| self.lock.slot_key(slot));
+    /// The error for a server found `unfit` for a lock; the slot it took (`taken`) is let go
+    /// first, waking a waiter that this attempt kept out.
+    fn refuse(&mut self, unfit: &vetting::Unfit, taken: Option<u32>) -> anyhow::Error {
+        if let Some(slot) = taken {
+            self.held = Some(self.lock.slot_key(slot));
             let deadline = Instant::now() + self.link.timeout();
             let notice = format!("{}#0", self.identity);
             if let Err(err) = self.release_announcing(None, deadline, &notice) {
@@ -224,11 +217,12 @@ impl SingleRedis {
     /// Raises this server's fence counter to `fence` if it is lower (Redlock: the fence
     /// handed out must be on a majority, so that every later majority has it).
     pub fn raise_fence(&mut self, fence: u64, deadline: Instant) -> Result<()> {
-        let key = fence_key(&self.lock.key);
-        let fence = fence.to_string();
-        self.link.call(Some(deadline), |session| {
-            session.eval::<i64>(&RAISE_FENCE, &[&key], &[fence.as_bytes()])
-        })?;
+        let raise = RaiseFence {
+            fence_key: fence_key(&self.lock.key),
+            fence,
+        };
+        self.link
+            .call(Some(deadline), |session| session.run(&raise))?;
         Ok(())
     }
 
@@ -242,36 +236,30 @@ impl SingleRedis {
         deadline: Instant,
         notice: &str,
     ) -> Result<Released> {
-        let mut keys = vec![self.held_key().clone()];
-        keys.extend(queue_keys(&self.lock.key));
-        if self.lock.limit > 1 {
-            keys.push(limit_key(&self.lock.key));
-            keys.extend((1..=self.lock.limit).map(|slot| self.lock.slot_key(slot)));
-        }
-        let keys: Vec<&Key> = keys.iter().collect();
-        let grace_ms = self.lock.ttl.as_millis().to_string();
-        let keep_ms = keep_for
-            .map_or(0, |keep| keep.as_millis().max(1))
-            .to_string();
-        let limit = self.lock.limit.to_string();
-        let args = [
-            self.identity.as_bytes(),
-            self.channels.release.as_bytes(),
-            keep_ms.as_bytes(),
-            limit.as_bytes(),
-            notice.as_bytes(),
-            self.channels.wake_prefix.as_bytes(),
-            grace_ms.as_bytes(),
-            self.channels.sharded_arg(),
-        ];
+        let [queue, woken] = queue_keys(&self.lock.key);
+        let release = Release {
+            slot: self.held_key().clone(),
+            queue,
+            woken,
+            semaphore: (self.lock.limit > 1).then(|| {
+                let slots = (1..=self.lock.limit).map(|slot| self.lock.slot_key(slot));
+                (limit_key(&self.lock.key), slots.collect())
+            }),
+            identity: self.identity.clone(),
+            channels: self.channels.clone(),
+            keep_for,
+            limit: self.lock.limit,
+            notice: notice.to_string(),
+            grace: self.lock.ttl,
+        };
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent
         // again, after a pause that doubles, until the deadline.
         let mut pause = RELEASE_RETRY_MIN;
         let (lock_key, server) = (&self.lock.key, self.link.display().to_string());
-        let released: i64 = loop {
+        let released = loop {
             let sent = self.link.call(Some(deadline), |session| {
-                let (released, repaired): (i64, u32) = session.eval(&RELEASE, &keys, &args)?;
+                let ReleaseReply { released, repaired } = session.run(&release)?;
                 warn_repaired(repaired, lock_key, &server);
                 Ok(released)
             });
@@ -284,12 +272,7 @@ impl SingleRedis {
                 sent => break sent?,
             }
         };
-        Ok(match released {
-            1 => Released::Deleted,
-            2 => Released::KeptUntilMinHold,
-            3 => Released::DeletedUnannounced,
-            _ => Released::NotOurs,
-        })
+        Ok(released)
     }
 }
 
@@ -332,23 +315,18 @@ impl LockBackend for SingleRedis {
     }
 
     fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
-        let mut keys = vec![self.held_key().clone()];
-        if self.lock.limit > 1 {
-            keys.push(limit_key(&self.lock.key));
-        }
-        let keys: Vec<&Key> = keys.iter().collect();
-        let ttl_ms = self.lock.ttl.as_millis().to_string();
-        let limit = self.lock.limit.to_string();
-        let args = [
-            self.identity.as_bytes(),
-            ttl_ms.as_bytes(),
-            limit.as_bytes(),
-        ];
-        let (extended, sent_at): (i64, Instant) = self.link.call(Some(deadline), |session| {
-            let extended = session.eval(&RENEW, &keys, &args)?;
+        let renew = Renew {
+            slot: self.held_key().clone(),
+            limit_key: (self.lock.limit > 1).then(|| limit_key(&self.lock.key)),
+            identity: self.identity.clone(),
+            ttl: self.lock.ttl,
+            limit: self.lock.limit,
+        };
+        let (Extended(extended), sent_at) = self.link.call(Some(deadline), |session| {
+            let extended = session.run(&renew)?;
             Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
         })?;
-        Ok(if extended == 1 {
+        Ok(if extended {
             Renewal::Extended { sent_at }
         } else {
             Renewal::NotOurs
@@ -369,16 +347,14 @@ impl LockBackend for SingleRedis {
             return;
         }
         let [queue, woken] = queue_keys(&self.lock.key);
-        let grace_ms = self.lock.ttl.as_millis().to_string();
-        let args = [
-            self.lock.token.as_bytes(),
-            self.channels.wake_prefix.as_bytes(),
-            grace_ms.as_bytes(),
-            self.channels.sharded_arg(),
-        ];
-        let _: Result<i64> = self.link.call(None, |session| {
-            session.eval(&LEAVE_QUEUE, &[&queue, &woken], &args)
-        });
+        let leave = LeaveQueue {
+            queue,
+            woken,
+            token: self.lock.token.clone(),
+            channels: self.channels.clone(),
+            grace: self.lock.ttl,
+        };
+        let _ = self.link.call(None, |session| session.run(&leave));
     }
 
     fn rest(&mut self) {
@@ -432,10 +408,10 @@ fn budget_end(timeout: Duration, deadline: Option<Instant>) -> Instant {
     deadline.map_or(end, |deadline| deadline.min(end))
 }
 
-/// An acquisition's reply from a server found unfit for a lock (`vetting`): why, whether
-/// the lock was taken, and in which slot.
+/// An acquisition's reply from a server found unfit for a lock (`vetting`): why, and the
+/// slot taken, if one was.
 #[derive(Debug)]
-struct Refused(vetting::Unfit, bool, i64);
+struct Refused(vetting::Unfit, Option<u32>);
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -2,10 +2,23 @@
 //! `include_str!` after the shared `prelude.lua`, and run by SHA (`connection::Session::eval`). A server that lacks one (a
 //! fresh, restarted or flushed Redis) gets every script loaded at once, so that a holder's
 //! first renewal never needs a round trip of its own to load its script on a short lease.
+//!
+//! Each script's contract is a type here: a [`Call`] names its KEYS and ARGV in the order
+//! of the script's header (a test reads the headers and holds the two in step), and builds
+//! them from named fields; its reply is decoded into a type of its own, never matched by
+//! position at the call site. A new argument is a new field, not a slot number.
 
 use std::sync::LazyLock;
+use std::time::Duration;
 
-use redis::Script;
+use anyhow::Result;
+use redis::{FromRedisValue, ParsingError, Script, Value};
+
+use super::connection::Session;
+use super::inspect::Forced;
+use super::key::Key;
+use super::layout::Channels;
+use super::Released;
 
 /// A script's source with `scripts/prelude.lua` (`call`, which names a command the ACL
 /// refuses, and `read`) before it.
@@ -49,3 +62,466 @@ pub(super) fn source_of(script: &Script) -> &'static str {
         .find(|source| Script::new(source).get_hash() == script.get_hash())
         .unwrap_or_default()
 }
+
+/// One script's contract: its KEYS and ARGV, named as its header names them, built from
+/// named fields, and the type its reply is read into.
+pub(super) trait Call {
+    /// What the script answers, read without a panic whatever the server sends.
+    type Reply: FromRedisValue;
+    /// The script.
+    const SCRIPT: &'static LazyLock<Script>;
+    /// Its KEYS in order, as `<index> <name>` the way the header writes them: `1..n slots`
+    /// for a run of keys, `n+1 limit` for the one after it.
+    const KEYS: &'static [&'static str];
+    /// Its ARGV names in order, `ARGV[1]` first.
+    const ARGV: &'static [&'static str];
+
+    fn keys(&self) -> Vec<Key>;
+    /// The values of [`Call::ARGV`], in that order.
+    fn argv(&self) -> Vec<Vec<u8>>;
+}
+
+impl Session<'_> {
+    /// Runs the script of `call` with its keys and arguments, and reads its reply.
+    pub(super) fn run<C: Call>(&mut self, call: &C) -> Result<C::Reply> {
+        let keys = call.keys();
+        // A script with no run of keys (`1..n`) takes at most those its header names.
+        let runs = C::KEYS.iter().any(|key| key.contains(".."));
+        debug_assert!(runs || keys.len() <= C::KEYS.len(), "{:?}", C::KEYS);
+        let keys: Vec<&Key> = keys.iter().collect();
+        let argv = call.argv();
+        debug_assert_eq!(argv.len(), C::ARGV.len(), "{:?}", C::ARGV);
+        let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+        self.eval(C::SCRIPT, &keys, &argv)
+    }
+}
+
+/// A flag as the scripts take it: `'1'` or `'0'`.
+fn flag(on: bool) -> Vec<u8> {
+    if on { b"1" } else { b"0" }.to_vec()
+}
+
+/// A number as the scripts take it: its decimal digits.
+fn number(n: impl ToString) -> Vec<u8> {
+    n.to_string().into_bytes()
+}
+
+fn millis(duration: Duration) -> Vec<u8> {
+    number(duration.as_millis())
+}
+
+/// `acquire.lua`: take one of the lock's slots, or learn who has them and queue.
+pub(super) struct Acquire {
+    /// Every slot of the lock, slot 1 (the lock's own key) first.
+    pub slots: Vec<Key>,
+    pub limit_key: Key,
+    pub fence_key: Key,
+    pub queue: Key,
+    pub woken: Key,
+    /// The value's first bytes, which identify this holder.
+    pub identity: String,
+    /// The rest of the value, after the fence.
+    pub metadata: String,
+    pub ttl: Duration,
+    pub limit: u32,
+    pub fair: bool,
+    pub token: String,
+    /// Where waiters are woken and releases announced.
+    pub channels: Channels,
+    /// Whether this waiter listens for its own wake-up, and so may join the queue.
+    pub listening: bool,
+    /// When this waiter joined, the same on every Redlock node; `None`: now, by the server.
+    pub arrival_ms: Option<u64>,
+    /// Whether to return the server's `run_id`.
+    pub want_run_id: bool,
+}
+
+impl Call for Acquire {
+    type Reply = AcquireReply;
+    const SCRIPT: &'static LazyLock<Script> = &ACQUIRE;
+    const KEYS: &'static [&'static str] = &[
+        "1..n slots",
+        "n+1 limit",
+        "n+2 fence",
+        "n+3 queue",
+        "n+4 woken",
+    ];
+    const ARGV: &'static [&'static str] = &[
+        "identity",
+        "metadata",
+        "ttl_ms",
+        "limit",
+        "fair",
+        "token",
+        "wake_prefix",
+        "listening",
+        "arrival_ms",
+        "sharded",
+        "want_run_id",
+    ];
+
+    fn keys(&self) -> Vec<Key> {
+        let mut keys = self.slots.clone();
+        keys.extend([
+            self.limit_key.clone(),
+            self.fence_key.clone(),
+            self.queue.clone(),
+            self.woken.clone(),
+        ]);
+        keys
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![
+            self.identity.clone().into_bytes(),
+            self.metadata.clone().into_bytes(),
+            millis(self.ttl),
+            number(self.limit),
+            flag(self.fair),
+            self.token.clone().into_bytes(),
+            self.channels.wake_prefix.as_bytes().to_vec(),
+            flag(self.listening),
+            number(self.arrival_ms.unwrap_or(0)),
+            self.channels.sharded_arg().to_vec(),
+            flag(self.want_run_id),
+        ]
+    }
+}
+
+/// What `acquire.lua` answered.
+#[derive(Debug)]
+pub(crate) struct AcquireReply {
+    pub outcome: Acquisition,
+    /// How many entries of the woken waiters' record were not wake-up times and were taken
+    /// out (see `woken_since` in `prelude.lua`).
+    pub repaired: u32,
+    /// The server's `run_id` when asked for and allowed; empty otherwise.
+    pub run_id: String,
+}
+
+/// The first four elements of `acquire.lua`'s reply.
+#[derive(Debug)]
+pub(crate) enum Acquisition {
+    /// This holder has slot `slot`, with fence `fence` (`None`: the counter holds something
+    /// that is not a number redlock-run can read).
+    Acquired { slot: u32, fence: Option<u64> },
+    /// Every slot is taken: the soonest one may free up in `holder_ttl` (`None`: none will
+    /// by itself); `holder` is one holder's value; `ahead` the live waiters before this one
+    /// (with --fair).
+    Busy {
+        holder_ttl: Option<Duration>,
+        holder: Option<Vec<u8>>,
+        ahead: u32,
+    },
+    /// The key is used with another limit: `other`, or 0 for a value redlock-run did not write.
+    OtherLimit { other: i64 },
+}
+
+impl FromRedisValue for AcquireReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (status, number, third, ahead, repaired, run_id): (i64, i64, Value, u32, u32, String) =
+            redis::from_redis_value(value)?;
+        let outcome = match status {
+            1 => Acquisition::Acquired {
+                slot: u32::try_from(number)
+                    .map_err(|_| ParsingError::from(format!("no slot numbered {number}")))?,
+                fence: redis::from_redis_value(third).ok(),
+            },
+            0 => Acquisition::Busy {
+                holder_ttl: u64::try_from(number).ok().map(Duration::from_millis),
+                holder: redis::from_redis_value(third)
+                    .ok()
+                    .filter(|value: &Vec<u8>| !value.is_empty()),
+                ahead,
+            },
+            _ => Acquisition::OtherLimit { other: number },
+        };
+        Ok(AcquireReply {
+            outcome,
+            repaired,
+            run_id,
+        })
+    }
+}
+
+/// `renew.lua`: extend the lease if the key is still this holder's.
+pub(super) struct Renew {
+    /// The slot this holder has.
+    pub slot: Key,
+    /// With a semaphore (a limit above 1), its limit key.
+    pub limit_key: Option<Key>,
+    pub identity: String,
+    pub ttl: Duration,
+    pub limit: u32,
+}
+
+impl Call for Renew {
+    type Reply = Extended;
+    const SCRIPT: &'static LazyLock<Script> = &RENEW;
+    const KEYS: &'static [&'static str] = &["1 slot", "2 limit"];
+    const ARGV: &'static [&'static str] = &["identity", "ttl_ms", "limit"];
+
+    fn keys(&self) -> Vec<Key> {
+        [Some(self.slot.clone()), self.limit_key.clone()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![
+            self.identity.clone().into_bytes(),
+            millis(self.ttl),
+            number(self.limit),
+        ]
+    }
+}
+
+/// What `renew.lua` answered: whether the lease was extended (else the key is gone or
+/// someone else's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Extended(pub bool);
+
+impl FromRedisValue for Extended {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        Ok(Extended(redis::from_redis_value::<i64>(value)? == 1))
+    }
+}
+
+/// `release.lua`: delete the lock if it is still this holder's, and wake one waiter.
+pub(super) struct Release {
+    /// The slot this holder has.
+    pub slot: Key,
+    pub queue: Key,
+    pub woken: Key,
+    /// With a semaphore (a limit above 1): its limit key and every slot.
+    pub semaphore: Option<(Key, Vec<Key>)>,
+    pub identity: String,
+    /// Where waiters are woken and releases announced.
+    pub channels: Channels,
+    /// What is left of --min-hold: the key is kept that long instead (`None`: deleted now).
+    pub keep_for: Option<Duration>,
+    pub limit: u32,
+    /// The message announcing this release; empty to wake no one.
+    pub notice: String,
+    /// How long a woken waiter has to try.
+    pub grace: Duration,
+}
+
+impl Call for Release {
+    type Reply = ReleaseReply;
+    const SCRIPT: &'static LazyLock<Script> = &RELEASE;
+    const KEYS: &'static [&'static str] = &["1 slot", "2 queue", "3 woken", "4 limit", "5.. slots"];
+    const ARGV: &'static [&'static str] = &[
+        "identity",
+        "release_channel",
+        "keep_ms",
+        "limit",
+        "notice",
+        "wake_prefix",
+        "grace_ms",
+        "sharded",
+    ];
+
+    fn keys(&self) -> Vec<Key> {
+        let mut keys = vec![self.slot.clone(), self.queue.clone(), self.woken.clone()];
+        if let Some((limit_key, slots)) = &self.semaphore {
+            keys.push(limit_key.clone());
+            keys.extend(slots.iter().cloned());
+        }
+        keys
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        // 0 is "no --min-hold": a remainder that rounds down to it is kept for 1 ms.
+        let keep_ms = self.keep_for.map_or(0, |keep| keep.as_millis().max(1));
+        vec![
+            self.identity.clone().into_bytes(),
+            self.channels.release.as_bytes().to_vec(),
+            number(keep_ms),
+            number(self.limit),
+            self.notice.clone().into_bytes(),
+            self.channels.wake_prefix.as_bytes().to_vec(),
+            millis(self.grace),
+            self.channels.sharded_arg().to_vec(),
+        ]
+    }
+}
+
+/// What `release.lua` answered.
+#[derive(Debug)]
+pub(super) struct ReleaseReply {
+    pub released: Released,
+    /// As [`AcquireReply::repaired`].
+    pub repaired: u32,
+}
+
+impl FromRedisValue for ReleaseReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (released, repaired): (i64, u32) = redis::from_redis_value(value)?;
+        let released = match released {
+            1 => Released::Deleted,
+            2 => Released::KeptUntilMinHold,
+            3 => Released::DeletedUnannounced,
+            _ => Released::NotOurs,
+        };
+        Ok(ReleaseReply { released, repaired })
+    }
+}
+
+/// `leave_queue.lua`: a waiter gives up its place, and any wake-up it was owed.
+pub(super) struct LeaveQueue {
+    pub queue: Key,
+    pub woken: Key,
+    pub token: String,
+    /// Where waiters are woken.
+    pub channels: Channels,
+    /// How long a woken waiter has to try.
+    pub grace: Duration,
+}
+
+impl Call for LeaveQueue {
+    type Reply = Left;
+    const SCRIPT: &'static LazyLock<Script> = &LEAVE_QUEUE;
+    const KEYS: &'static [&'static str] = &["1 queue", "2 woken"];
+    const ARGV: &'static [&'static str] = &["token", "wake_prefix", "grace_ms", "sharded"];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![self.queue.clone(), self.woken.clone()]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![
+            self.token.clone().into_bytes(),
+            self.channels.wake_prefix.as_bytes().to_vec(),
+            millis(self.grace),
+            self.channels.sharded_arg().to_vec(),
+        ]
+    }
+}
+
+/// What `leave_queue.lua` answered: always 1, nothing to learn from it.
+#[derive(Debug)]
+pub(super) struct Left;
+
+impl FromRedisValue for Left {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        redis::from_redis_value::<i64>(value)?;
+        Ok(Left)
+    }
+}
+
+/// `force_release.lua`: `release --force`, of exactly the value just read.
+pub(super) struct ForceRelease {
+    /// The lock key, or one of its slots.
+    pub slot: Key,
+    pub queue: Key,
+    pub woken: Key,
+    /// The value read a moment ago.
+    pub value: Vec<u8>,
+    /// Where waiters are woken and releases announced.
+    pub channels: Channels,
+}
+
+impl Call for ForceRelease {
+    type Reply = Forced;
+    const SCRIPT: &'static LazyLock<Script> = &FORCE_RELEASE;
+    const KEYS: &'static [&'static str] = &["1 slot", "2 queue", "3 woken"];
+    const ARGV: &'static [&'static str] = &["value", "release_channel", "wake_prefix", "sharded"];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![self.slot.clone(), self.queue.clone(), self.woken.clone()]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![
+            self.value.clone(),
+            self.channels.release.as_bytes().to_vec(),
+            self.channels.wake_prefix.as_bytes().to_vec(),
+            self.channels.sharded_arg().to_vec(),
+        ]
+    }
+}
+
+impl FromRedisValue for Forced {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        Ok(match redis::from_redis_value::<i64>(value)? {
+            1 => Forced::Deleted,
+            2 => Forced::DeletedUnannounced,
+            _ => Forced::Changed,
+        })
+    }
+}
+
+/// `peek.lua`: a key as `status` and `list` show it, in one step.
+pub(super) struct Peek {
+    pub key: Key,
+}
+
+impl Call for Peek {
+    type Reply = PeekReply;
+    const SCRIPT: &'static LazyLock<Script> = &PEEK;
+    const KEYS: &'static [&'static str] = &["1 key"];
+    const ARGV: &'static [&'static str] = &[];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![self.key.clone()]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+}
+
+/// What `peek.lua` answered.
+#[derive(Debug, Clone)]
+pub(crate) struct PeekReply {
+    /// The key's Redis type; `none` when there is no such key.
+    pub kind: String,
+    pub pttl: i64,
+    /// The value of a string; empty for another type.
+    pub value: Vec<u8>,
+}
+
+impl FromRedisValue for PeekReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (kind, pttl, value) = redis::from_redis_value(value)?;
+        Ok(PeekReply { kind, pttl, value })
+    }
+}
+
+/// `raise_fence.lua`: raise the fence counter to at least `fence`.
+pub(super) struct RaiseFence {
+    pub fence_key: Key,
+    pub fence: u64,
+}
+
+impl Call for RaiseFence {
+    type Reply = FenceAtLeast;
+    const SCRIPT: &'static LazyLock<Script> = &RAISE_FENCE;
+    const KEYS: &'static [&'static str] = &["1 fence"];
+    const ARGV: &'static [&'static str] = &["fence"];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![self.fence_key.clone()]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![number(self.fence)]
+    }
+}
+
+/// What `raise_fence.lua` answered: 1 raised, 0 already there; either way the counter is
+/// at least the fence now, which is all the quorum needs.
+#[derive(Debug)]
+pub(super) struct FenceAtLeast;
+
+impl FromRedisValue for FenceAtLeast {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        redis::from_redis_value::<i64>(value)?;
+        Ok(FenceAtLeast)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::backend::{
-    colocates, holds_secret, shares_keys_with, Deployment, Eviction, Key, Password, Sources,
-    MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+    colocates, holds_secret, lock_of_internal_key, shares_keys_with, Deployment, Eviction, Key,
+    Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
@@ -146,6 +146,7 @@ impl Task {
                 connection,
             } => {
                 let key = full_key(&connection.prefix, &key)?;
+                refuse_bookkeeping(&key)?;
                 (connection, AdminAction::Release { key, force })
             }
         };
@@ -347,6 +348,18 @@ fn full_key(prefix: &OsStr, name: &OsStr) -> Result<Key> {
         );
     }
     Ok(Key::new(prefix.as_bytes()).followed_by(name.as_bytes()))
+}
+
+/// `release` takes locks, not their bookkeeping: deleting a fence counter could let fences
+/// repeat, and a limit, queue or slot key is the lock's to manage.
+fn refuse_bookkeeping(key: &Key) -> Result<()> {
+    if let Some(lock) = lock_of_internal_key(key) {
+        bail!(
+            "{key} is bookkeeping of the lock {lock} (its fence counter, limit, queue or a \
+             slot), not a lock; deleting it could let fences repeat. Release {lock} instead"
+        );
+    }
+    Ok(())
 }
 
 fn check_connection(connection: &Connection) -> Result<(Deployment, Duration)> {

@@ -135,3 +135,35 @@ fn waiting() {
     let forever = config(&["-k", "j", "-w", "forever", "--", "true"]).unwrap();
     assert_eq!(forever.wait, Wait::Forever);
 }
+
+fn admin(args: &[&str]) -> Result<AdminConfig> {
+    let mut argv = vec!["redlock-run"];
+    argv.extend_from_slice(args);
+    match Task::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))? {
+        Task::Admin(admin) => Ok(admin),
+        Task::Run(config) => panic!("parsed as {config:?}"),
+    }
+}
+
+#[test]
+fn release_refuses_a_locks_bookkeeping() {
+    for bookkeeping in [
+        "job{a}:fence",
+        "job{a}:limit",
+        "job{a}:queue",
+        "job{a}:slot:2",
+    ] {
+        let err = admin(&["release", "-k", bookkeeping, "--force"]).unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            format!(
+                "redlock:{bookkeeping} is bookkeeping of the lock redlock:job{{a}} (its fence \
+                 counter, limit, queue or a slot), not a lock; deleting it could let fences \
+                 repeat. Release redlock:job{{a}} instead"
+            )
+        );
+    }
+    assert!(admin(&["release", "-k", "job{a}"]).is_ok());
+    // `status` only reads: it may look at any key.
+    assert!(admin(&["status", "-k", "job{a}:fence"]).is_ok());
+}

@@ -26,7 +26,7 @@ pub fn redis_reply(data: &[u8]) {
 
 pub(super) fn read_script_replies(value: Value) {
     // PEEK, as `status`, `list` and `release` read each slot.
-    if let Ok(reply) = redis::from_redis_value(value.clone()) {
+    if let Ok(reply) = redis::from_redis_value::<PeekReply>(value.clone()) {
         let key = Key::from("redlock:job");
         let slot = read_peek(&key, reply);
         if let Some(holder) = slot.as_ref().and_then(|slot| slot.holder.as_ref()) {
@@ -46,11 +46,12 @@ pub(super) fn read_script_replies(value: Value) {
         }
     }
     // ACQUIRE: acquired or busy, with the fence and a holder's value.
-    if let Ok((_, _, third, _, _, _)) =
-        redis::from_redis_value::<(i64, i64, Value, u32, u32, String)>(value.clone())
-    {
-        let _ = redis::from_redis_value::<u64>(third.clone());
-        if let Ok(holder) = redis::from_redis_value::<Vec<u8>>(third) {
+    if let Ok(reply) = redis::from_redis_value::<AcquireReply>(value.clone()) {
+        if let Acquisition::Busy {
+            holder: Some(holder),
+            ..
+        } = reply.outcome
+        {
             lock_value(&holder);
         }
     }

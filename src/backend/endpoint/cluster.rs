@@ -92,15 +92,10 @@ impl Cluster {
             .find(|(first, last, _)| (*first..=*last).contains(&slot));
         match owner {
             Some((_, _, address)) => Ok(address.clone()),
-            None => Err(anyhow::Error::new(BackendError {
-                message: format!(
-                    "no master of {display} serves hash slot {slot} (the cluster is down or \
-                     being set up)"
-                ),
-                transient: true,
-                permission: false,
-                try_later: false,
-            })),
+            None => Err(anyhow::Error::new(BackendError::transient(format!(
+                "no master of {display} serves hash slot {slot} (the cluster is down or being \
+                 set up)"
+            )))),
         }
     }
 
@@ -145,12 +140,9 @@ impl Cluster {
                 self.failed.push(asked);
             }
         }
-        Err(anyhow::Error::new(BackendError {
-            message: format!("cannot read the slot map of {display}: {last}"),
-            transient: true,
-            permission: false,
-            try_later: false,
-        }))
+        Err(anyhow::Error::new(BackendError::transient(format!(
+            "cannot read the slot map of {display}: {last}"
+        ))))
     }
 
     /// The nodes to ask for the slot map, each once, in order: the one that gave it last,

@@ -118,12 +118,9 @@ impl Sentinels {
         let message = format!("cannot find the master of {display}: {last}");
         // Every sentinel answered and none knows the name: a typo, not an outage.
         let transient = unknown < count;
-        Err(anyhow::Error::new(BackendError {
-            message,
-            transient,
-            permission: false,
-            try_later: false,
-        }))
+        Err(anyhow::Error::new(BackendError::transient_if(
+            transient, message,
+        )))
     }
 
     /// Asks sentinel `index` for the master and connects to the server it names, all by `by`.

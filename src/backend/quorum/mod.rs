@@ -240,16 +240,11 @@ impl LockBackend for Quorum {
         }
         if tally.won() {
             self.let_go(&tally, true);
-            return Err(anyhow::Error::new(BackendError {
-                message: format!(
-                    "taking the lock on a majority of the Redis nodes took longer than a \
-                     third of its TTL ({}), which leaves too little of it",
-                    humantime::format_duration(self.ttl)
-                ),
-                transient: true,
-                permission: false,
-                try_later: false,
-            }));
+            return Err(anyhow::Error::new(BackendError::transient(format!(
+                "taking the lock on a majority of the Redis nodes took longer than a third of \
+                 its TTL ({}), which leaves too little of it",
+                humantime::format_duration(self.ttl)
+            ))));
         }
         // Busy when a majority answered and some of it holds another's value (with a node
         // down, a holder may have only one of the nodes that answered).

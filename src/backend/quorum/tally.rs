@@ -90,17 +90,15 @@ impl Tally {
         } else {
             "accepted the request"
         };
-        anyhow::Error::new(BackendError {
-            message: format!(
+        anyhow::Error::new(BackendError::transient_if(
+            transient,
+            format!(
                 "too few Redis nodes {what} (a majority is {} of {}): {}",
                 self.majority,
                 self.nodes,
                 reasons.join("; ")
             ),
-            transient,
-            permission: false,
-            try_later: false,
-        })
+        ))
     }
 }
 

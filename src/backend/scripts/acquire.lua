@@ -1,24 +1,25 @@
 -- Take one of the lock's slots, or report who has them and join the waiters' queue.
--- KEYS[1..n]   the slots: KEYS[1] is the lock's own key, the only slot when n = 1
--- KEYS[n+1]    the limit in force while a semaphore (n > 1) has holders: {K}:limit
--- KEYS[n+2]    the fence counter
--- KEYS[n+3]    the waiters' queue (sorted set: token -> arrival, server ms)
--- KEYS[n+4]    the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
--- ARGV[1]  this holder's identity, the value's first bytes: {"token":"<uuid>"
--- ARGV[2]  the rest of the value after the fence: ,"host":…}
--- ARGV[3]  the lease length in milliseconds (also how long a woken waiter has to try)
--- ARGV[4]  n, the limit
--- ARGV[5]  '1' with --fair: only the first waiters in the queue may take a free slot
--- ARGV[6]  this holder's token (its member in the queue)
--- ARGV[7]  the prefix of a waiter's own channel (its token follows)
--- ARGV[8]  '1' when this waiter listens for its wake-up on its own channel: it joins the
---          queue if it must wait; '0' when it does not listen (yet), and so cannot
---          be woken
--- ARGV[9]  when this waiter joined, in ms since the epoch, the same on every Redlock node;
---          '0': now, by the server's clock
--- ARGV[10] '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
--- ARGV[11] '1' to return this server's run_id (Redlock: a server named twice, under two
---          spellings, is found by it), '0' not
+-- KEYS[1..n] slots: the slots; KEYS[1] is the lock's own key, the only slot when n = 1
+-- KEYS[n+1] limit: the limit in force while a semaphore (n > 1) has holders: {K}:limit
+-- KEYS[n+2] fence: the fence counter
+-- KEYS[n+3] queue: the waiters' queue (sorted set: token -> arrival, server ms)
+-- KEYS[n+4] woken: the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
+-- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
+-- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
+-- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
+-- ARGV[4] limit: n, the limit
+-- ARGV[5] fair: '1' with --fair: only the first waiters in the queue may take a free slot
+-- ARGV[6] token: this holder's token (its member in the queue)
+-- ARGV[7] wake_prefix: the prefix of a waiter's own channel (its token follows)
+-- ARGV[8] listening: '1' when this waiter listens for its wake-up on its own channel: it
+--          joins the queue if it must wait; '0' when it does not listen (yet), and so
+--          cannot be woken
+-- ARGV[9] arrival_ms: when this waiter joined, in ms since the epoch, the same on every
+--          Redlock node; '0': now, by the server's clock
+-- ARGV[10] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`),
+--          '0' not
+-- ARGV[11] want_run_id: '1' to return this server's run_id (Redlock: a server named twice,
+--          under two spellings, is found by it), '0' not
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -113,7 +114,7 @@ end
 if ARGV[5] == '1' then
   -- Fair: a free slot goes to the first live waiters in the queue. Each one ahead of us
   -- that has not been woken is woken now (a dead one is dropped), and one woken earlier
-  -- has `ttl` to try before it counts as gone: until then, we wait for it.
+  -- has `ttl` to try (`woken_in_time`): until then, we wait for it.
   local rank = call('ZRANK', queue, token)
   if #free == 0 then
     return wait_in_queue(soonest, rank or call('ZCARD', queue))
@@ -126,15 +127,12 @@ if ARGV[5] == '1' then
     if ahead >= #free or not first or first == token then
       break
     end
-    local since = woken_since(woken, first, now)
-    if since and now - since > ttl then
-      call('ZREM', queue, first)
-      call('HDEL', woken, first)
-    elseif since then
+    local since = woken_in_time(queue, woken, first, ttl, now)
+    if since then
       local left = ttl - (now - since)
       if soonest < 0 or left < soonest then soonest = left end
       ahead, at = ahead + 1, at + 1
-    else
+    elseif since == nil then
       local woke = wake_next(queue, woken, prefix, ARGV[10], token .. '#ahead', ttl, now, at)
       -- Woken now (or, with it dead and dropped, someone behind it, met again next time
       -- round at `at`); nobody woken while it is still there (the user may not publish):

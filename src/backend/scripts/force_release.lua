@@ -1,11 +1,12 @@
 -- `release --force`: delete a lock only if it still holds exactly the value just read, and
 -- wake a waiter. Never touches a value it did not show to the operator.
--- KEYS[1]  the lock key (or one of its slots)
--- KEYS[2]  the waiters' queue; KEYS[3] the woken waiters (see `wake_next`)
--- ARGV[1]  the value read a moment ago
--- ARGV[2]  the channel every waiter also listens on
--- ARGV[3]  the prefix of a waiter's own channel (its token follows)
--- ARGV[4]  '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- KEYS[1] slot: the lock key (or one of its slots)
+-- KEYS[2] queue: the waiters' queue
+-- KEYS[3] woken: the woken waiters (see `wake_next`)
+-- ARGV[1] value: the value read a moment ago
+-- ARGV[2] release_channel: the channel every waiter also listens on
+-- ARGV[3] wake_prefix: the prefix of a waiter's own channel (its token follows)
+-- ARGV[4] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 -- Returns 1 when deleted, 2 when deleted but the announcement was refused (the user may
 -- not publish on the channel), 0 when the key changed or vanished.
 if read(KEYS[1]) == ARGV[1] then

@@ -1,10 +1,11 @@
 -- A waiter gives up: leave the queue so nobody waits behind it; if it had been woken and
 -- not yet tried, the wake-up goes to the next waiter instead.
--- KEYS[1]  the waiters' queue; KEYS[2] the woken waiters (see `wake_next`)
--- ARGV[1]  this waiter's token
--- ARGV[2]  the prefix of a waiter's own channel
--- ARGV[3]  how long a woken waiter has to try, in milliseconds
--- ARGV[4]  '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- KEYS[1] queue: the waiters' queue
+-- KEYS[2] woken: the woken waiters (see `wake_next`)
+-- ARGV[1] token: this waiter's token
+-- ARGV[2] wake_prefix: the prefix of a waiter's own channel
+-- ARGV[3] grace_ms: how long a woken waiter has to try, in milliseconds
+-- ARGV[4] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 call('ZREM', KEYS[1], ARGV[1])
 if call('HDEL', KEYS[2], ARGV[1]) == 1 then
   wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left', tonumber(ARGV[3]),

@@ -1,5 +1,5 @@
 -- Read a key as `status` and `list` show it, in one step.
--- KEYS[1]  the key
+-- KEYS[1] key: the key
 -- Returns {type, pttl, value}: value only for a string ('' otherwise); type 'none' when
 -- the key does not exist.
 local kind = call('TYPE', KEYS[1]).ok

@@ -1,5 +1,9 @@
 -- Prepended to every script at build time (backend/scripts.rs).
 --
+-- Each script's header names its keys and arguments, one a line, as `-- KEYS[2] queue: ...`
+-- and `-- ARGV[3] ttl_ms: ...`: the names of its type in backend/scripts.rs, in the same
+-- order (a test reads the headers and holds the two in step).
+--
 -- Scripts read TIME and then write: replicas and the AOF must get the writes, not the
 -- script to run again later (the default from Redis 5; before, it must be asked for).
 if redis.replicate_commands then
@@ -148,15 +152,29 @@ local function woken_since(woken, token, now)
   return at
 end
 
+-- When the waiter `token` of `queue` was woken, as `woken_since`, if it may still try: one
+-- woken more than `grace` ms ago that has not tried since counts as gone (its host vanished
+-- with its connection still open), and is dropped from the queue and the record: then
+-- false. nil when it was not woken.
+local function woken_in_time(queue, woken, token, grace, now)
+  local since = woken_since(woken, token, now)
+  if since and now - since > grace then
+    call('ZREM', queue, token)
+    call('HDEL', woken, token)
+    return false
+  end
+  return since
+end
+
 -- The waiters' queue: `queue` (sorted set: token -> arrival, server ms) holds every waiter
 -- that listens for its own wake-up on `prefix .. token`; `woken` (hash: token -> when it was
 -- woken, server ms) those that were woken and have not tried since. A waiter is alive while
 -- its subscription is: PUBLISH counts the clients that heard it, so a waiter whose process
 -- died (its connection closed) is found, and dropped, by the first message it misses. One
--- that was woken and did not try within `grace` ms (its host vanished with its connection
--- still open) is dropped too. Returns the first live waiter from position `from` (0-based)
--- that is not already woken, woken now with `message`; nil when there is none (or the
--- user may not publish: then nobody can be woken this way). `sharded` as for `publish`.
+-- woken too long ago is dropped too (`woken_in_time`). Returns the first live waiter from
+-- position `from` (0-based) that is not already woken, woken now with `message`; nil when
+-- there is none (or the user may not publish: then nobody can be woken this way).
+-- `sharded` as for `publish`.
 local function wake_next(queue, woken, prefix, sharded, message, grace, now, from)
   local at = from or 0
   -- Bounded, so that a queue of dead waiters cannot make one script run long; the rest
@@ -166,13 +184,10 @@ local function wake_next(queue, woken, prefix, sharded, message, grace, now, fro
     if not first then
       return nil
     end
-    local since = woken_since(woken, first, now)
-    if since and now - since > grace then
-      call('ZREM', queue, first)
-      call('HDEL', woken, first)
-    elseif since then
+    local since = woken_in_time(queue, woken, first, grace, now)
+    if since then
       at = at + 1
-    else
+    elseif since == nil then
       local heard = publish(sharded, prefix .. first, message)
       if type(heard) == 'table' and heard.err then
         return nil

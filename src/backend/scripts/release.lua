@@ -1,17 +1,21 @@
 -- Delete the lock, only if it still holds this holder's value, and wake one waiter.
--- KEYS[1]     the slot this holder has
--- KEYS[2]     the waiters' queue; KEYS[3] the woken waiters (see `wake_next`)
--- KEYS[4]     with a semaphore: its {K}:limit key
--- KEYS[5..]   with a semaphore: every slot; when none is held any more, the limit key goes
--- ARGV[1]  the leading bytes of the value that identify this holder
--- ARGV[2]  the channel every waiter also listens on
--- ARGV[3]  milliseconds left of --min-hold (0: none): the key is kept that long instead
--- ARGV[4]  with a semaphore: its limit
--- ARGV[5]  the message announcing this release: the holder's identity and a release
+-- KEYS[1] slot: the slot this holder has
+-- KEYS[2] queue: the waiters' queue
+-- KEYS[3] woken: the woken waiters (see `wake_next`)
+-- KEYS[4] limit: with a semaphore, its {K}:limit key
+-- KEYS[5..] slots: with a semaphore, every slot; when none is held any more, the limit key
+--          goes
+-- ARGV[1] identity: the leading bytes of the value that identify this holder
+-- ARGV[2] release_channel: the channel every waiter also listens on
+-- ARGV[3] keep_ms: milliseconds left of --min-hold (0: none): the key is kept that long
+--          instead
+-- ARGV[4] limit: with a semaphore, its limit
+-- ARGV[5] notice: the message announcing this release: the holder's identity and a release
 --          number; '' to release without waking anyone
--- ARGV[6]  the prefix of a waiter's own channel (its token follows)
--- ARGV[7]  how long a woken waiter has to try before it counts as gone, in milliseconds
--- ARGV[8]  '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- ARGV[6] wake_prefix: the prefix of a waiter's own channel (its token follows)
+-- ARGV[7] grace_ms: how long a woken waiter has to try before it counts as gone, in
+--          milliseconds
+-- ARGV[8] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 -- Returns {outcome, repaired}. outcome: 1 when released, 2 when kept until the --min-hold
 -- mark, 0 when the key was already gone or belongs to someone else (then nothing is
 -- touched: it is not ours), 3 when released but the announcement was refused (the user may

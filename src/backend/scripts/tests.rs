@@ -1,0 +1,275 @@
+use super::*;
+
+/// The `-- KEYS[i] name:` and `-- ARGV[i] name:` lines of a script's header, in order, as
+/// `(index, name)`: its contract as the script itself states it.
+fn header(source: &str, of: &str) -> Vec<(String, String)> {
+    let opening = format!("-- {of}[");
+    source
+        .lines()
+        .take_while(|line| line.starts_with("--"))
+        .filter_map(|line| line.strip_prefix(&opening))
+        .map(|rest| {
+            let (index, rest) = rest
+                .split_once("] ")
+                .unwrap_or_else(|| panic!("{of}[{rest}: no `] ` after the index"));
+            let (name, _) = rest
+                .split_once(':')
+                .unwrap_or_else(|| panic!("{of}[{index}] {rest}: no `name:`"));
+            (index.to_string(), name.to_string())
+        })
+        .collect()
+}
+
+/// Holds the type `C` to the header of `source`: the same keys and arguments, in the same
+/// order, under the same names, and ARGV numbered from 1 without a gap.
+#[track_caller]
+fn check<C: Call>(file: &str, source: &str, sample: &C) {
+    let keys: Vec<String> = header(source, "KEYS")
+        .into_iter()
+        .map(|(index, name)| format!("{index} {name}"))
+        .collect();
+    assert_eq!(keys, C::KEYS, "{file}: KEYS");
+    let argv = header(source, "ARGV");
+    for (at, (index, _)) in argv.iter().enumerate() {
+        assert_eq!(*index, (at + 1).to_string(), "{file}: ARGV out of order");
+    }
+    let names: Vec<&str> = argv.iter().map(|(_, name)| name.as_str()).collect();
+    assert_eq!(names, C::ARGV, "{file}: ARGV");
+    assert_eq!(
+        sample.argv().len(),
+        C::ARGV.len(),
+        "{file}: argv() against ARGV"
+    );
+    // Every ARGV the body reads is one the header names.
+    for (at, _) in source.match_indices("ARGV[") {
+        let index: String = source[at + 5..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let index: usize = index.parse().unwrap_or(0);
+        assert!(
+            (1..=C::ARGV.len()).contains(&index),
+            "{file}: ARGV[{index}] is not in its header"
+        );
+    }
+}
+
+fn key(name: &str) -> Key {
+    Key::from(name)
+}
+
+fn channels(sharded: bool) -> Channels {
+    Channels::of(&key("k"), sharded)
+}
+
+#[test]
+fn every_script_type_matches_its_header() {
+    let second = Duration::from_secs(1);
+    check(
+        "acquire.lua",
+        include_str!("acquire.lua"),
+        &Acquire {
+            slots: vec![key("k")],
+            limit_key: key("{k}:limit"),
+            fence_key: key("{k}:fence"),
+            queue: key("{k}:queue"),
+            woken: key("{k}:queue:woken"),
+            identity: String::from("{\"token\":\"t\""),
+            metadata: String::from("}"),
+            ttl: second,
+            limit: 1,
+            fair: false,
+            token: String::from("t"),
+            channels: channels(false),
+            listening: true,
+            arrival_ms: None,
+            want_run_id: false,
+        },
+    );
+    check(
+        "renew.lua",
+        include_str!("renew.lua"),
+        &Renew {
+            slot: key("k"),
+            limit_key: None,
+            identity: String::from("i"),
+            ttl: second,
+            limit: 1,
+        },
+    );
+    check(
+        "release.lua",
+        include_str!("release.lua"),
+        &Release {
+            slot: key("k"),
+            queue: key("q"),
+            woken: key("w"),
+            semaphore: None,
+            identity: String::from("i"),
+            channels: channels(false),
+            keep_for: None,
+            limit: 1,
+            notice: String::from("i#0"),
+            grace: second,
+        },
+    );
+    check(
+        "leave_queue.lua",
+        include_str!("leave_queue.lua"),
+        &LeaveQueue {
+            queue: key("q"),
+            woken: key("w"),
+            token: String::from("t"),
+            channels: channels(false),
+            grace: second,
+        },
+    );
+    check(
+        "force_release.lua",
+        include_str!("force_release.lua"),
+        &ForceRelease {
+            slot: key("k"),
+            queue: key("q"),
+            woken: key("w"),
+            value: b"v".to_vec(),
+            channels: channels(true),
+        },
+    );
+    check(
+        "peek.lua",
+        include_str!("peek.lua"),
+        &Peek { key: key("k") },
+    );
+    check(
+        "raise_fence.lua",
+        include_str!("raise_fence.lua"),
+        &RaiseFence {
+            fence_key: key("f"),
+            fence: 7,
+        },
+    );
+}
+
+#[test]
+fn keys_follow_the_header_layout() {
+    let slots: Vec<Key> = ["k", "{k}:slot:2", "{k}:slot:3"].map(key).to_vec();
+    let release = Release {
+        slot: key("{k}:slot:2"),
+        queue: key("q"),
+        woken: key("w"),
+        semaphore: Some((key("l"), slots.clone())),
+        identity: String::new(),
+        channels: channels(true),
+        keep_for: Some(Duration::from_micros(10)),
+        limit: 3,
+        notice: String::new(),
+        grace: Duration::from_secs(2),
+    };
+    let keys = release.keys();
+    assert_eq!(keys[..4], [key("{k}:slot:2"), key("q"), key("w"), key("l")]);
+    assert_eq!(keys[4..], slots);
+    let argv = release.argv();
+    // A --min-hold remainder under a millisecond is still kept, for 1 ms: 0 would mean none.
+    assert_eq!(argv[2], b"1");
+    assert_eq!(argv[6], b"2000");
+    assert_eq!(argv[7], b"1");
+    let renew = Renew {
+        slot: key("k"),
+        limit_key: Some(key("l")),
+        identity: String::new(),
+        ttl: Duration::from_secs(1),
+        limit: 3,
+    };
+    assert_eq!(renew.keys(), [key("k"), key("l")]);
+}
+
+/// Replies as the scripts send them, each read into its type; anything else is refused, not
+/// a panic.
+#[test]
+fn replies_are_read_by_name() {
+    use Value::{BulkString, Int, Nil, SimpleString};
+    let array = |items: Vec<Value>| Value::Array(items);
+    let acquired = array(vec![
+        Int(1),
+        Int(2),
+        BulkString(b"17".to_vec()),
+        Int(0),
+        Int(0),
+        BulkString(b"abc".to_vec()),
+    ]);
+    let reply: AcquireReply = redis::from_redis_value(acquired).unwrap();
+    assert!(matches!(
+        reply.outcome,
+        Acquisition::Acquired {
+            slot: 2,
+            fence: Some(17)
+        }
+    ));
+    assert_eq!(reply.run_id, "abc");
+    let busy = array(vec![
+        Int(0),
+        Int(-1),
+        BulkString(Vec::new()),
+        Int(3),
+        Int(2),
+        BulkString(Vec::new()),
+    ]);
+    let reply: AcquireReply = redis::from_redis_value(busy).unwrap();
+    assert!(matches!(
+        reply.outcome,
+        Acquisition::Busy {
+            holder_ttl: None,
+            holder: None,
+            ahead: 3
+        }
+    ));
+    assert_eq!(reply.repaired, 2);
+    let other = array(vec![
+        Int(-1),
+        Int(4),
+        BulkString(Vec::new()),
+        Int(0),
+        Int(0),
+        BulkString(Vec::new()),
+    ]);
+    let reply: AcquireReply = redis::from_redis_value(other).unwrap();
+    assert!(matches!(
+        reply.outcome,
+        Acquisition::OtherLimit { other: 4 }
+    ));
+    let bad_slot = array(vec![
+        Int(1),
+        Int(-2),
+        BulkString(b"1".to_vec()),
+        Int(0),
+        Int(0),
+        BulkString(Vec::new()),
+    ]);
+    assert!(redis::from_redis_value::<AcquireReply>(bad_slot).is_err());
+    for junk in [Nil, Int(1), SimpleString("OK".into()), array(vec![Int(1)])] {
+        assert!(redis::from_redis_value::<AcquireReply>(junk.clone()).is_err());
+        assert!(redis::from_redis_value::<ReleaseReply>(junk.clone()).is_err());
+        assert!(redis::from_redis_value::<PeekReply>(junk).is_err());
+    }
+    let released: ReleaseReply = redis::from_redis_value(array(vec![Int(3), Int(1)])).unwrap();
+    assert!(matches!(released.released, Released::DeletedUnannounced));
+    assert_eq!(released.repaired, 1);
+    let kept: ReleaseReply = redis::from_redis_value(array(vec![Int(2), Int(0)])).unwrap();
+    assert!(matches!(kept.released, Released::KeptUntilMinHold));
+    assert_eq!(
+        redis::from_redis_value::<Extended>(Int(1)).unwrap(),
+        Extended(true)
+    );
+    assert_eq!(
+        redis::from_redis_value::<Extended>(Int(0)).unwrap(),
+        Extended(false)
+    );
+    assert_eq!(
+        redis::from_redis_value::<Forced>(Int(2)).unwrap(),
+        Forced::DeletedUnannounced
+    );
+    assert_eq!(
+        redis::from_redis_value::<Forced>(Int(0)).unwrap(),
+        Forced::Changed
+    );
+}
