@@ -56,7 +56,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Readies `argv` to run with the inherited environment, in which the names in `sets`
-    /// will be replaced at [`spawn`]. `reset` lists the signals that have handlers in this
+    /// will be replaced at [`launch`]. `reset` lists the signals that have handlers in this
     /// process.
     pub fn new(argv: &[OsString], sets: &[&str], reset: &[libc::c_int]) -> io::Result<Prepared> {
         let argv_strings = c_strings(argv.iter().map(|arg| arg.as_bytes().to_vec()))?;
@@ -112,7 +112,7 @@ pub enum StartError {
 /// new process group, with `SIGTERM` as its parent-death signal and, if `take_terminal`, as
 /// the terminal's foreground group, unless `lease_end` has passed when it is about to be
 /// executed. Returns the child's pid.
-pub fn spawn(
+pub fn launch(
     prepared: &mut Prepared,
     env: &[(&str, Vec<u8>)],
     take_terminal: bool,
