@@ -79,7 +79,7 @@ impl Renewer {
     /// the release for the CPUs. It ends when its next renewal comes due, or with the
     /// process.
     pub fn stop(self) -> SharedBackend {
-        let backend = lock(&self.backend);
+        let backend = lock_backend(&self.backend);
         self.stopped.store(true, Ordering::Relaxed);
         drop(backend);
         self.backend
@@ -106,7 +106,7 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
         if Instant::now() >= give_up_at {
             return Some(Loss::Unconfirmed { last_error });
         }
-        let mut backend = lock(&backend);
+        let mut backend = lock_backend(&backend);
         // Stopped while this thread was waking up: the release may already have happened.
         // (`stop` sets the flag with the backend locked, so this reading is the last word.)
         if stopped.load(Ordering::Relaxed) {
@@ -140,9 +140,10 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
     }
 }
 
-/// A poisoned lock only means another thread panicked, and a panic aborts this process.
-pub fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
+/// The shared backend, for this thread alone until the guard drops. A poisoned mutex only
+/// means another thread panicked, and a panic aborts this process.
+pub fn lock_backend(backend: &SharedBackend) -> MutexGuard<'_, Box<dyn LockBackend>> {
+    backend
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

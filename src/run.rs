@@ -36,18 +36,18 @@ pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
     report::set_key(&config.key);
     let started = Instant::now();
-    let mut tally = Tally::default();
-    let outcome = run_checked(config, &mut tally).unwrap_or_else(|err| {
+    let mut record = RunRecord::default();
+    let outcome = run_checked(config, &mut record).unwrap_or_else(|err| {
         report::error(&err);
         Outcome::Failed
     });
-    summarize(&tally, started, &outcome);
+    summarize(&record, started, &outcome);
     outcome
 }
 
 /// What a run did, for its summary line (`-v`).
 #[derive(Default)]
-struct Tally {
+struct RunRecord {
     /// When the lock was ours, and when it no longer was.
     acquired: Option<Instant>,
     released: Option<Instant>,
@@ -56,26 +56,26 @@ struct Tally {
 
 /// `finished: waited 0s, held 2.5s, renewed 3 times, exit 0`, with `-v`; in JSON with the
 /// same numbers as fields, for log collectors and monitors.
-fn summarize(tally: &Tally, started: Instant, outcome: &Outcome) {
+fn summarize(record: &RunRecord, started: Instant, outcome: &Outcome) {
     if !report::is_verbose() {
         return;
     }
     let exit_code = u64::from(outcome.exit_code());
-    let waited = tally.acquired.unwrap_or_else(Instant::now) - started;
-    let held = tally
+    let waited = record.acquired.unwrap_or_else(Instant::now) - started;
+    let held = record
         .acquired
-        .map(|acquired| tally.released.unwrap_or_else(Instant::now) - acquired);
+        .map(|acquired| record.released.unwrap_or_else(Instant::now) - acquired);
     let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
     let mut fields = vec![("waited_ms", millis(waited))];
     let what = match held {
         Some(held) => {
             fields.push(("held_ms", millis(held)));
-            fields.push(("renewals", u64::from(tally.renewals)));
+            fields.push(("renewals", u64::from(record.renewals)));
             format!(
                 "held {}, renewed {} time{}",
                 report::duration(held),
-                tally.renewals,
-                if tally.renewals == 1 { "" } else { "s" }
+                record.renewals,
+                if record.renewals == 1 { "" } else { "s" }
             )
         }
         None => String::from("the lock was not taken"),
@@ -104,7 +104,7 @@ enum Acquisition {
     Ended(Outcome),
 }
 
-fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
+fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     let (events_tx, events) = mpsc::channel();
     // First, so that a signal arriving from here on is never lost.
     let forwarded = signals::listen(events_tx.clone())?;
@@ -151,7 +151,7 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
             } => (backend, sent_at, fence, guardian),
             Acquisition::Ended(outcome) => return Ok(outcome),
         };
-    tally.acquired = Some(Instant::now());
+    record.acquired = Some(Instant::now());
     report::set_fence(fence);
     report::verbose_as(
         report::Event::Acquired,
@@ -163,7 +163,7 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     if let Some(signal) = pending_signal(&events) {
         // Whatever it finds, no command ran on the lock.
         release(&mut *backend, config, &lease);
-        tally.released = Some(Instant::now());
+        record.released = Some(Instant::now());
         return Ok(Outcome::Interrupted { signal });
     }
 
@@ -209,8 +209,8 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
             let outcome = cannot_run(config, err);
             let backend = renewer.stop();
             supervise::catch_up(&events, &mut lease);
-            release(&mut **renew::lock(&backend), config, &lease);
-            tally.released = Some(Instant::now());
+            release(&mut **renew::lock_backend(&backend), config, &lease);
+            record.released = Some(Instant::now());
             return Ok(outcome);
         }
     };
@@ -239,9 +239,9 @@ fn run_checked(config: &Config, tally: &mut Tally) -> Result<Outcome> {
     let backend = renewer.stop();
     supervise::catch_up(&events, &mut lease);
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
-    let found = release(&mut **renew::lock(&backend), config, &lease);
-    tally.released = Some(Instant::now());
-    tally.renewals = lease.renewals();
+    let found = release(&mut **renew::lock_backend(&backend), config, &lease);
+    record.released = Some(Instant::now());
+    record.renewals = lease.renewals();
     // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
     // is dismissed it finds the group gone and does nothing to it.
     if let Some(guardian) = &guardian {

@@ -26,7 +26,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::guardian::ReadyGuardian;
-use super::spawn::{self as start, Prepared, StartError};
+use super::launch::{self, Prepared, StartError};
 use crate::event::Event;
 
 /// What is left of the command's process group.
@@ -99,7 +99,7 @@ pub fn spawn(
     }
     let terminal = in_terminal_foreground();
     let guardian = guardian.map(ReadyGuardian::pipe);
-    match start::spawn(prepared, env, terminal, lease_end, guardian) {
+    match launch::launch(prepared, env, terminal, lease_end, guardian) {
         Ok(pid) => Ok(Child { pid, terminal }),
         Err(err) => {
             if terminal {

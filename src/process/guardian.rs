@@ -138,7 +138,7 @@ impl ReadyGuardian {
             unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
         let kill_after_ns = kill_after.as_nanos().min(u128::from(u64::MAX)) as u64;
         let seen = Seen::map();
-        let notes = seen.as_ref().map_or(std::ptr::null(), |seen| seen.notes());
+        let notes = seen.as_ref().map(Seen::notes);
         // SAFETY: fork has no preconditions; the child runs only `guard`, which is
         // async-signal-safe, and never returns.
         let pid = unsafe { libc::fork() };
@@ -146,8 +146,9 @@ impl ReadyGuardian {
             return Err(io::Error::last_os_error());
         }
         if pid == 0 {
-            // SAFETY: we are the forked child; `guard` does not return; `notes` is null or
-            // the shared page, which the child never unmaps.
+            // SAFETY: we are the freshly forked child, and `guard` never returns to the code
+            // that owns the descriptors it closes. `notes` borrows the shared page, which
+            // the child never unmaps (it never drops `seen`).
             unsafe { guard(read_end.as_raw_fd(), kill_after_ns, notes) }
         }
         drop(read_end);
@@ -223,16 +224,103 @@ impl Guardian {
     }
 }
 
-/// The guardian's life. Only async-signal-safe calls, no allocation.
+/// The guardian's life, as the module's doc tells it.
+///
+/// It runs in a child forked from a process with threads, any of which may have held a lock
+/// (the allocator's, stdout's) at the `fork`: everything from here on is async-signal-safe,
+/// allocates nothing and takes no lock. Every step below keeps to that; those that change
+/// this process's state, which would break redlock-run if done anywhere but here, are
+/// `unsafe fn`s that say what their caller must uphold.
 ///
 /// # Safety
-/// Call only in a freshly forked child; `notes` is null or points to the shared page.
-unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: *const Notes) -> ! {
-    // SAFETY: plain system calls on descriptors and signals of this process.
+/// Call only in a freshly forked child, which this takes over and ends: it closes every
+/// descriptor but `pipe`, though objects copied from the parent's memory own some of them
+/// (none of that code runs again here: this never returns).
+unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: Option<&Notes>) -> ! {
+    // SAFETY: a freshly forked child (our caller's promise).
+    unsafe { detach() };
+    // SAFETY: a freshly forked child, which never returns to the code that owns the
+    // descriptors this closes (our caller's promise).
+    let pipe = unsafe { keep_only(pipe) };
+
+    // Nothing to guard until redlock-run names the group; a closed pipe means it never
+    // will.
+    let Some((group, mut lease_end)) = read_watch(pipe) else {
+        leave()
+    };
+    // The group's id is its first process's pid, which redlock-run reaps only after it
+    // has heard of its exit and read our notes: the pidfd is that process's. -1 (a
+    // kernel before 5.3, no shared page): not watched, and poll ignores it.
+    let mut exit_fd = match notes {
+        Some(_) => watch_exit(group),
+        None => -1,
+    };
+    loop {
+        // Gone (redlock-run is about to dismiss us): never signal a group id that the
+        // kernel may hand to someone else.
+        if gone(group) {
+            leave();
+        }
+        let now = now_ns();
+        if now >= lease_end {
+            // Nobody renewed in time and redlock-run did not act: the lease is over.
+            if let Some(notes) = notes {
+                note_lease_end(notes, exit_fd);
+            }
+            kill_group(group, libc::SIGKILL);
+            leave();
+        }
+        let wait_ms = ((lease_end - now) / 1_000_000 + 1).min(GROUP_CHECK_MS) as libc::c_int;
+        let Some([pipe_poll, exit_poll]) = wait_for(pipe, exit_fd, wait_ms) else {
+            continue;
+        };
+        if exit_poll.revents != 0 {
+            // Readable: the first process has exited, by now at the latest. Anything
+            // else is an error on the pidfd, which tells nothing: it is just dropped.
+            if exit_poll.revents & libc::POLLIN != 0 {
+                if let Some(notes) = notes {
+                    notes[EXITED].store(now_ns().max(1), Ordering::Release);
+                }
+            }
+            // SAFETY: `exit_fd` is the pidfd this process opened, closed once: it is
+            // forgotten right after.
+            unsafe { libc::close(exit_fd) };
+            exit_fd = -1;
+        }
+        if pipe_poll.revents == 0 {
+            continue;
+        }
+        match read_word(pipe) {
+            Heard::Word(DISMISS) => leave(),
+            // A lease only ever grows.
+            Heard::Word(end) => lease_end = lease_end.max(end),
+            Heard::Closed => {
+                // redlock-run is gone without a word: end the group as it would have,
+                // unless it had ended it already (and died before the dismissal).
+                if gone(group) {
+                    leave();
+                }
+                terminate(group, lease::kill_deadline(now_ns(), kill_after, lease_end));
+                leave();
+            }
+            Heard::Nothing => {} // interrupted; try again
+        }
+    }
+}
+
+/// Leaves redlock-run's session and process group: a signal meant for those (a terminal's
+/// Ctrl-C, a CI runner killing the job's group) must not end the guard before it has done
+/// its work. And gives up redlock-run's signal handling: default dispositions, no signal
+/// blocked.
+///
+/// # Safety
+/// Only in the freshly forked guardian: in redlock-run, it would take redlock-run out of
+/// its caller's session and undo its signal handling.
+unsafe fn detach() {
+    // SAFETY: setsid takes nothing; SIG_DFL installs no handler; `empty` lives on this
+    // frame and sigemptyset initialises it before sigprocmask reads it. All of it is this
+    // process's own state, which the caller promised is the guardian's.
     unsafe {
-        // Out of redlock-run's session and process group: a signal meant for those (a
-        // terminal's Ctrl-C, a CI runner killing the job's group) must not end the guard
-        // before it has done its work.
         libc::setsid();
         for signal in signals::FORWARDED {
             libc::signal(signal, libc::SIG_DFL);
@@ -240,144 +328,211 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: *const Notes) -> ! {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-        // Keep only the pipe, as descriptor 3, and hold no one else's descriptors open (a
-        // pipe on stdout would keep its reader waiting for us); the copy of the pipe's write
-        // end goes too, or its closing would never be seen.
+    }
+}
+
+/// Keeps only `pipe`, as descriptor 3, with /dev/null on 0 to 2: the guardian holds no one
+/// else's descriptors open (a pipe on stdout would keep its reader waiting for us), and the
+/// copy of the pipe's write end goes too, or its closing would never be seen. Returns the
+/// pipe's new number.
+///
+/// # Safety
+/// Only in the freshly forked guardian, which never returns to the code that owns the
+/// descriptors it inherited: this closes or replaces every one of them.
+unsafe fn keep_only(pipe: libc::c_int) -> libc::c_int {
+    // SAFETY: dup2, open and close_range take integers and a NUL-terminated path; the
+    // descriptors they close are used by nothing here again (the caller's promise).
+    unsafe {
         libc::dup2(pipe, 3);
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
         for fd in 0..3 {
             libc::dup2(null, fd);
         }
         libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32);
-        let pipe = 3;
+    }
+    3
+}
 
-        // Nothing to guard until redlock-run names the group; a closed pipe means it never
-        // will. The message is written whole (16 bytes are atomic on a pipe).
-        let mut watch = [0u8; WATCH_LEN];
-        let mut got = 0;
-        while got < WATCH_LEN {
-            let read = libc::read(pipe, watch.as_mut_ptr().add(got).cast(), WATCH_LEN - got);
-            if read > 0 {
-                got += read as usize;
-            } else if read == 0 || *libc::__errno_location() != libc::EINTR {
-                libc::_exit(0);
-            }
-        }
-        let mut field = [0u8; 8];
-        field.copy_from_slice(&watch[..8]);
-        let group = u64::from_ne_bytes(field) as libc::pid_t;
-        field.copy_from_slice(&watch[8..]);
-        let mut lease_end = u64::from_ne_bytes(field);
-        // The group's id is its first process's pid, which redlock-run reaps only after it
-        // has heard of its exit and read our notes: the pidfd is that process's. -1 (a
-        // kernel before 5.3, no shared page): not watched, and poll ignores it.
-        let mut exit_fd = if notes.is_null() {
-            -1
-        } else {
-            libc::syscall(libc::SYS_pidfd_open, group, 0) as libc::c_int
+/// The first message on the pipe ([`watch_message`]): the group and the lease's end.
+/// `None` if the pipe closed, or failed, first. The message is written whole (16 bytes are
+/// atomic on a pipe).
+fn read_watch(pipe: libc::c_int) -> Option<(libc::pid_t, u64)> {
+    let mut watch = [0u8; WATCH_LEN];
+    let mut got = 0;
+    while got < WATCH_LEN {
+        // SAFETY: reads at most the `WATCH_LEN - got` bytes left in a live buffer.
+        let read = unsafe {
+            libc::read(
+                pipe,
+                watch.as_mut_ptr().wrapping_add(got).cast(),
+                WATCH_LEN - got,
+            )
         };
-        loop {
-            // Gone (redlock-run is about to dismiss us): never signal a group id that the
-            // kernel may hand to someone else.
-            if gone(group) {
-                libc::_exit(0);
-            }
-            let now = now_ns();
-            if now >= lease_end {
-                // Nobody renewed in time and redlock-run did not act: the lease is over.
-                // Noted as a kill only if the first process was still there to be killed
-                // (what it left running does not make its status any less its own).
-                if !notes.is_null() && (*notes)[EXITED].load(Ordering::Acquire) == 0 {
-                    let mut exit = libc::pollfd {
-                        fd: exit_fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    let exited = exit_fd >= 0
-                        && libc::poll(&mut exit, 1, 0) == 1
-                        && exit.revents & libc::POLLIN != 0;
-                    let note = if exited { EXITED } else { KILLED };
-                    (*notes)[note].store(now_ns().max(1), Ordering::Release);
-                }
-                libc::kill(-group, libc::SIGKILL);
-                libc::_exit(0);
-            }
-            let mut polls = [
-                libc::pollfd {
-                    fd: pipe,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: exit_fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            let wait_ms = ((lease_end - now) / 1_000_000 + 1).min(GROUP_CHECK_MS) as libc::c_int;
-            if libc::poll(polls.as_mut_ptr(), 2, wait_ms) <= 0 {
-                continue;
-            }
-            if polls[1].revents != 0 {
-                // Readable: the first process has exited, by now at the latest. Anything
-                // else is an error on the pidfd, which tells nothing: it is just dropped.
-                if polls[1].revents & libc::POLLIN != 0 {
-                    (*notes)[EXITED].store(now_ns().max(1), Ordering::Release);
-                }
-                libc::close(exit_fd);
-                exit_fd = -1;
-            }
-            if polls[0].revents == 0 {
-                continue;
-            }
-            let mut bytes = [0u8; 8];
-            let read = libc::read(pipe, bytes.as_mut_ptr().cast(), bytes.len());
-            match read {
-                8 => match u64::from_ne_bytes(bytes) {
-                    DISMISS => libc::_exit(0),
-                    // A lease only ever grows.
-                    end => lease_end = lease_end.max(end),
-                },
-                0 => {
-                    // redlock-run is gone without a word: end the group as it would have,
-                    // unless it had ended it already (and died before the dismissal).
-                    if gone(group) {
-                        libc::_exit(0);
-                    }
-                    terminate(group, lease::kill_deadline(now_ns(), kill_after, lease_end));
-                    libc::_exit(0);
-                }
-                _ => {} // interrupted; try again
-            }
+        if read > 0 {
+            got += read as usize;
+        } else if read == 0 || errno() != libc::EINTR {
+            return None;
         }
+    }
+    let mut field = [0u8; 8];
+    field.copy_from_slice(&watch[..8]);
+    let group = u64::from_ne_bytes(field) as libc::pid_t;
+    field.copy_from_slice(&watch[8..]);
+    Some((group, u64::from_ne_bytes(field)))
+}
+
+/// What redlock-run said on the pipe after its first message.
+enum Heard {
+    /// A dismissal, or the lease's new end.
+    Word(u64),
+    /// The pipe closed: redlock-run is gone.
+    Closed,
+    /// Nothing whole (interrupted).
+    Nothing,
+}
+
+fn read_word(pipe: libc::c_int) -> Heard {
+    let mut bytes = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into a live buffer of 8.
+    match unsafe { libc::read(pipe, bytes.as_mut_ptr().cast(), bytes.len()) } {
+        8 => Heard::Word(u64::from_ne_bytes(bytes)),
+        0 => Heard::Closed,
+        _ => Heard::Nothing,
     }
 }
 
+/// A pidfd of `group`'s first process, readable once it has exited; -1 if there is none
+/// (a kernel before 5.3).
+fn watch_exit(group: libc::pid_t) -> libc::c_int {
+    // SAFETY: pidfd_open takes a pid and flags, and returns a new descriptor or -1.
+    unsafe { libc::syscall(libc::SYS_pidfd_open, group, 0) as libc::c_int }
+}
+
+/// Waits up to `wait_ms` for word on the pipe or the first process's exit (`exit_fd`, if
+/// not -1). `None` if neither came (or the wait was interrupted).
+fn wait_for(
+    pipe: libc::c_int,
+    exit_fd: libc::c_int,
+    wait_ms: libc::c_int,
+) -> Option<[libc::pollfd; 2]> {
+    let mut polls = [
+        libc::pollfd {
+            fd: pipe,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: exit_fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: `polls` is a live array of the 2 entries poll is told of.
+    let ready = unsafe { libc::poll(polls.as_mut_ptr(), 2, wait_ms) };
+    (ready > 0).then_some(polls)
+}
+
+/// Notes, at the lease's end, that the guardian killed the group, unless its first process
+/// had exited by then (what it left running does not make its status any less its own);
+/// nothing if an exit was noted already.
+fn note_lease_end(notes: &Notes, exit_fd: libc::c_int) {
+    if notes[EXITED].load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let mut exit = libc::pollfd {
+        fd: exit_fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: `exit` is one live entry, as poll is told; a timeout of 0 only looks.
+    let exited = exit_fd >= 0
+        && unsafe { libc::poll(&mut exit, 1, 0) } == 1
+        && exit.revents & libc::POLLIN != 0;
+    let note = if exited { EXITED } else { KILLED };
+    notes[note].store(now_ns().max(1), Ordering::Release);
+}
+
+/// Sends `signal` to every process of `group`.
+fn kill_group(group: libc::pid_t, signal: libc::c_int) {
+    // SAFETY: kill takes integers.
+    unsafe { libc::kill(-group, signal) };
+}
+
+/// Ends the guardian.
+fn leave() -> ! {
+    // SAFETY: _exit ends the process at once, running nothing of redlock-run's (no atexit
+    // handlers, no flushing of buffers copied from it).
+    unsafe { libc::_exit(0) }
+}
+
+/// The errno of the calling thread.
+fn errno() -> libc::c_int {
+    // SAFETY: __errno_location returns a valid pointer to the calling thread's errno.
+    unsafe { *libc::__errno_location() }
+}
+
 /// SIGTERM to `group` now, SIGKILL at `kill_at` if any of it is still there.
-///
-/// # Safety
-/// Async-signal-safe; for the guardian only.
-unsafe fn terminate(group: libc::pid_t, kill_at: u64) {
-    // SAFETY: kill and poll with plain values.
-    unsafe {
-        libc::kill(-group, libc::SIGTERM);
-        libc::kill(-group, libc::SIGCONT);
-        while !gone(group) {
-            if now_ns() >= kill_at {
-                libc::kill(-group, libc::SIGKILL);
-                return;
-            }
-            libc::poll(std::ptr::null_mut(), 0, POLL_MS);
+fn terminate(group: libc::pid_t, kill_at: u64) {
+    kill_group(group, libc::SIGTERM);
+    kill_group(group, libc::SIGCONT);
+    while !gone(group) {
+        if now_ns() >= kill_at {
+            kill_group(group, libc::SIGKILL);
+            return;
         }
+        // SAFETY: poll on no descriptors (a null array of 0 entries) only sleeps.
+        unsafe { libc::poll(std::ptr::null_mut(), 0, POLL_MS) };
     }
 }
 
 /// Whether no process is left in `group`. EPERM means processes that run as another user:
 /// still there.
-///
-/// # Safety
-/// Async-signal-safe; for the guardian only.
-unsafe fn gone(group: libc::pid_t) -> bool {
-    // SAFETY: kill with signal 0 only checks; errno is this thread's.
-    unsafe { libc::kill(-group, 0) != 0 && *libc::__errno_location() != libc::EPERM }
+fn gone(group: libc::pid_t) -> bool {
+    // SAFETY: kill with signal 0 takes integers and only checks.
+    unsafe { libc::kill(-group, 0) != 0 && errno() != libc::EPERM }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two ends of a fresh pipe; both close on drop.
+    fn pipe() -> (OwnedFd, OwnedFd) {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: pipe2 just created these descriptors; each is owned once.
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+    }
+
+    fn write(fd: &OwnedFd, bytes: &[u8]) {
+        // SAFETY: writes from a live buffer of `bytes.len()` bytes.
+        let wrote = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
+        assert_eq!(wrote, bytes.len() as isize);
+    }
+
+    #[test]
+    fn the_guardian_reads_what_the_command_and_redlock_run_write() {
+        let (read_end, write_end) = pipe();
+        write(&write_end, &watch_message(4321, 987_654_321));
+        assert_eq!(read_watch(read_end.as_raw_fd()), Some((4321, 987_654_321)));
+        write(&write_end, &55u64.to_ne_bytes());
+        write(&write_end, &DISMISS.to_ne_bytes());
+        assert!(matches!(read_word(read_end.as_raw_fd()), Heard::Word(55)));
+        assert!(matches!(
+            read_word(read_end.as_raw_fd()),
+            Heard::Word(DISMISS)
+        ));
+        drop(write_end);
+        assert!(matches!(read_word(read_end.as_raw_fd()), Heard::Closed));
+    }
+
+    #[test]
+    fn a_pipe_closed_before_the_first_message_is_nothing_to_guard() {
+        let (read_end, write_end) = pipe();
+        // Half a message, then redlock-run is gone.
+        write(&write_end, &watch_message(4321, 1)[..8]);
+        drop(write_end);
+        assert_eq!(read_watch(read_end.as_raw_fd()), None);
+    }
 }

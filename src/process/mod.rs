@@ -8,13 +8,13 @@
 mod child;
 mod clock;
 mod guardian;
+mod launch;
 mod secrets;
-mod spawn;
 
 pub use child::{prepare, spawn, watcher, Child, Group, SpawnError};
 pub use guardian::{Guardian, ReadyGuardian};
+pub use launch::Prepared as Command;
 pub use secrets::protect as protect_secrets;
-pub use spawn::Prepared as Command;
 
 /// Readies `argv` to start: its PATH candidates, its arguments and the inherited
 /// environment less the variables named in `sets`. `handled` are the signals this process

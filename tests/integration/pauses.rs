@@ -22,7 +22,7 @@ fn a_command_never_starts_on_a_lease_that_ran_out() {
     // gdb stops every thread of redlock-run at the breakpoint, the renewal thread included,
     // and ends with redlock-run's own exit status.
     let script = format!(
-        "exec '{gdb}' -q -batch -ex 'break redlock_run::process::spawn::spawn' -ex run \
+        "exec '{gdb}' -q -batch -ex 'break redlock_run::process::launch::launch' -ex run \
          -ex 'shell touch {paused}; while [ ! -e {go} ]; do sleep 0.05; done' \
          -ex continue -ex 'quit $_exitcode' --args \"$0\" \"$@\"",
         gdb = gdb.display(),

@@ -56,7 +56,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// Readies `argv` to run with the inherited environment, in which the names in `sets`
-    /// will be replaced at [`spawn`]. `reset` lists the signals that have handlers in this
+    /// will be replaced at [`launch`]. `reset` lists the signals that have handlers in this
     /// process.
     pub fn new(argv: &[OsString], sets: &[&str], reset: &[libc::c_int]) -> io::Result<Prepared> {
         let argv_strings = c_strings(argv.iter().map(|arg| arg.as_bytes().to_vec()))?;
@@ -112,7 +112,7 @@ pub enum StartError {
 /// new process group, with `SIGTERM` as its parent-death signal and, if `take_terminal`, as
 /// the terminal's foreground group, unless `lease_end` has passed when it is about to be
 /// executed. Returns the child's pid.
-pub fn spawn(
+pub fn launch(
     prepared: &mut Prepared,
     env: &[(&str, Vec<u8>)],
     take_terminal: bool,
@@ -177,101 +177,210 @@ pub fn spawn(
     Ok(pid)
 }
 
-/// The child's side. Async-signal-safe calls only; no allocation, no locks.
+/// The child's side, entered by `clone` on the stack `launch` gave it, while the parent's
+/// thread is suspended (CLONE_VFORK) until this child has exec'd or exited.
+///
+/// The child shares the memory of a process with threads, any of which may have held a
+/// lock (the allocator's, stdout's) at the `clone`: from here to `exec` everything is
+/// async-signal-safe, allocates nothing and takes no lock, and only reads what the parent
+/// prepared in `plan`. Every step below keeps to that; those that change this process's
+/// state, which would break redlock-run if done anywhere but here, are `unsafe fn`s that
+/// say what their caller must uphold.
 extern "C" fn run_child(plan: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `plan` points to the parent's `Plan`, alive and not touched by the parent
     // while this child runs (the parent is suspended by CLONE_VFORK).
     let plan = unsafe { &mut *(plan as *mut Plan) };
-    // SAFETY: every call below is async-signal-safe and takes plain values or pointers into
-    // `plan`, which lives until exec or _exit.
+    // SAFETY: this is the cloned child, before exec, and every signal is blocked: the
+    // parent blocked them all before the `clone`, and the mask is inherited.
+    unsafe { reset_handlers(plan.reset) };
+    // SAFETY: the cloned child, before exec.
+    if !unsafe { own_group(plan.parent) } {
+        // SAFETY: the cloned child, before exec; errno is the failed call's.
+        return unsafe { fail(plan) };
+    }
+    if plan.take_terminal {
+        // SAFETY: the child leads its own group (just above) and SIGTTOU is still blocked.
+        unsafe { take_terminal() };
+    }
+    // SAFETY: the cloned child, whose handlers were all reset to their defaults above.
+    unsafe { unblock_all_signals() };
+    // SAFETY: the cloned child, set up, before exec; `plan` was built by `launch`, whose
+    // argv, sh_argv and envp are NULL-terminated arrays of pointers to NUL-terminated
+    // strings that live until the parent resumes, after the exec.
+    unsafe { exec_command(plan) }
+}
+
+/// Resets to their defaults the signals whose handlers are redlock-run's, and SIGPIPE,
+/// which Rust ignores for itself and the command expects at its default.
+///
+/// # Safety
+/// Only in the cloned child, before exec, with every signal blocked: the dispositions are
+/// the child's own (no CLONE_SIGHAND), and in redlock-run itself this would undo its
+/// signal handling.
+unsafe fn reset_handlers(reset: &[libc::c_int]) {
+    // SAFETY: SIG_DFL installs no handler; the caller is the child, whose dispositions
+    // these are.
     unsafe {
-        for &signal in plan.reset {
+        for &signal in reset {
             libc::signal(signal, libc::SIG_DFL);
         }
-        // Rust ignores SIGPIPE for itself; the command expects the default.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        if libc::setpgid(0, 0) != 0 {
-            return fail(plan);
-        }
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) != 0 {
-            return fail(plan);
-        }
-        // The parent died before the death signal was armed: nobody holds the lock for us.
-        if libc::getppid() != plan.parent {
-            libc::_exit(128 + libc::SIGTERM);
-        }
-        if plan.take_terminal {
-            // As a background group, taking the terminal would stop us with SIGTTOU; all
-            // signals are still blocked here, SIGTTOU included.
-            libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
-        }
+    }
+}
+
+/// Puts the calling process in a group of its own, with SIGTERM as its parent-death
+/// signal. If the parent died before that signal was armed, nobody holds the lock for the
+/// command: the child exits as that SIGTERM would have ended it. `false` when a call
+/// failed, with its errno left.
+///
+/// # Safety
+/// Only in the cloned child, before exec: in redlock-run it would move redlock-run out of
+/// its caller's group.
+unsafe fn own_group(parent: libc::pid_t) -> bool {
+    // SAFETY: setpgid and prctl(PR_SET_PDEATHSIG) take integers and touch no memory; the
+    // caller is the child, which these are meant for.
+    let armed = unsafe {
+        libc::setpgid(0, 0) == 0 && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0) == 0
+    };
+    // SAFETY: getppid has no preconditions.
+    if armed && unsafe { libc::getppid() } != parent {
+        // SAFETY: _exit ends the process at once; the caller is the child.
+        unsafe { libc::_exit(128 + libc::SIGTERM) };
+    }
+    armed
+}
+
+/// Makes the calling process's group the terminal's foreground group.
+///
+/// # Safety
+/// Only in the cloned child, leading its own group, with SIGTTOU blocked: as a background
+/// group, taking the terminal would stop the child with SIGTTOU, and the parent with it,
+/// which waits for the child's exec.
+unsafe fn take_terminal() {
+    // SAFETY: tcsetpgrp and getpid take and return integers; SIGTTOU is blocked (the
+    // caller's promise).
+    unsafe {
+        libc::tcsetpgrp(libc::STDIN_FILENO, libc::getpid());
+    }
+}
+
+/// Unblocks every signal, for the command.
+///
+/// # Safety
+/// Only in the cloned child, once every handler of redlock-run's is reset to its default
+/// ([`reset_handlers`]): a handler that ran here would run on memory the child shares with
+/// the parent, whose thread it interrupted at an unknown point.
+unsafe fn unblock_all_signals() {
+    // SAFETY: `empty` lives on this frame and sigemptyset initialises it before
+    // pthread_sigmask reads it; no handler of ours is left to run (the caller's promise).
+    unsafe {
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
+    }
+}
 
-        // execvp's rule: try each directory; remember EACCES, but keep looking.
-        let mut first_error = 0;
-        let mut named = plan.guardian < 0;
-        for path in plan.candidates {
-            // As late as can be: nothing but this reading lies between it and the kernel.
-            if now_ns() >= plan.lease_end_ns {
-                plan.errno.store(LEASE_ENDED, Ordering::SeqCst);
-                libc::_exit(127);
+/// Executes the command as execvp does: each candidate in turn, EACCES remembered while
+/// looking on, `/bin/sh` for a file without a `#!` line (ENOEXEC). Does not return: if no
+/// `exec` succeeds it leaves why in `plan.errno` (`LEASE_ENDED` if the lease ran out
+/// first) and exits.
+///
+/// # Safety
+/// Only in the cloned child, set up ([`own_group`], signals reset and unblocked), before
+/// exec; `plan`'s argv, sh_argv and envp are NULL-terminated arrays of pointers to
+/// NUL-terminated strings that live until the child has exec'd or exited.
+unsafe fn exec_command(plan: &mut Plan) -> ! {
+    let mut first_error = 0;
+    let mut named = plan.guardian < 0;
+    for path in plan.candidates {
+        give_up_if_lease_ended(plan);
+        // Named to the guardian before the program can run, whatever happens to
+        // redlock-run from here on (the descriptor closes on exec); only once the
+        // lease is known to hold, or the guardian would end us for a lapsed one.
+        if !named {
+            name_to_guardian(plan.guardian, plan.lease_end_ns);
+            named = true;
+        }
+        // SAFETY: `path` is a CString of the parent's; argv and envp are as this
+        // function's caller promised.
+        match unsafe { try_exec(path, plan.argv, plan.envp) } {
+            libc::ENOEXEC => {
+                plan.sh_argv[1] = path.as_ptr();
+                give_up_if_lease_ended(plan);
+                // SAFETY: sh_argv is NULL-terminated, and points to "/bin/sh", `path` and
+                // the parent's argv strings; envp as above.
+                first_error = unsafe { try_exec(c"/bin/sh", plan.sh_argv, plan.envp) };
+                break;
             }
-            // Named to the guardian before the program can run, whatever happens to
-            // redlock-run from here on (the descriptor closes on exec); only once the
-            // lease is known to hold, or the guardian would end us for a lapsed one.
-            if !named {
-                let message = watch_message(libc::getpid(), plan.lease_end_ns);
-                libc::write(plan.guardian, message.as_ptr().cast(), message.len());
-                named = true;
-            }
-            libc::execve(path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
-            let errno = *libc::__errno_location();
-            match errno {
-                libc::ENOEXEC => {
-                    plan.sh_argv[1] = path.as_ptr();
-                    if now_ns() >= plan.lease_end_ns {
-                        plan.errno.store(LEASE_ENDED, Ordering::SeqCst);
-                        libc::_exit(127);
-                    }
-                    libc::execve(
-                        c"/bin/sh".as_ptr(),
-                        plan.sh_argv.as_ptr(),
-                        plan.envp.as_ptr(),
-                    );
-                    first_error = *libc::__errno_location();
-                    break;
-                }
-                libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG => {}
-                libc::EACCES => first_error = libc::EACCES,
-                other => {
-                    first_error = other;
-                    break;
-                }
+            libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG => {}
+            libc::EACCES => first_error = libc::EACCES,
+            other => {
+                first_error = other;
+                break;
             }
         }
-        let errno = if first_error == 0 {
-            libc::ENOENT
-        } else {
-            first_error
-        };
-        plan.errno.store(errno, Ordering::SeqCst);
-        libc::_exit(127)
     }
+    let errno = if first_error == 0 {
+        libc::ENOENT
+    } else {
+        first_error
+    };
+    plan.errno.store(errno, Ordering::SeqCst);
+    // SAFETY: _exit ends the child at once, running nothing of the parent's (no atexit
+    // handlers, no flushing of buffers it shares with the parent).
+    unsafe { libc::_exit(127) }
+}
+
+/// Replaces the child with `path`; returns only if that failed, with the errno.
+///
+/// # Safety
+/// Only in the cloned child, set up, before exec; `argv` and `envp` are NULL-terminated
+/// arrays of pointers to NUL-terminated strings.
+unsafe fn try_exec(
+    path: &std::ffi::CStr,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> libc::c_int {
+    // SAFETY: `path` is NUL-terminated; argv and envp are as the caller promised.
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    errno()
+}
+
+/// Exits, leaving `LEASE_ENDED` for the parent, if the lease has run out. Read as late as
+/// can be: nothing but this reading lies between it and the kernel's `exec`.
+fn give_up_if_lease_ended(plan: &Plan) {
+    if now_ns() >= plan.lease_end_ns {
+        plan.errno.store(LEASE_ENDED, Ordering::SeqCst);
+        // SAFETY: _exit takes a status and ends the process at once.
+        unsafe { libc::_exit(127) };
+    }
+}
+
+/// Names the calling process's group, and the lease's end, to the guardian on its pipe.
+fn name_to_guardian(pipe: libc::c_int, lease_end_ns: u64) {
+    // SAFETY: getpid has no preconditions.
+    let message = watch_message(unsafe { libc::getpid() }, lease_end_ns);
+    // SAFETY: writes from a live buffer of `message.len()` bytes.
+    unsafe { libc::write(pipe, message.as_ptr().cast(), message.len()) };
+}
+
+/// The errno of the calling thread. In the cloned child, which shares the parent's thread
+/// pointer, that is the suspended parent thread's: it reads it only after the child is
+/// done.
+fn errno() -> libc::c_int {
+    // SAFETY: __errno_location returns a valid pointer to the calling thread's errno.
+    unsafe { *libc::__errno_location() }
 }
 
 /// Records the current errno for the parent and exits.
 ///
 /// # Safety
-/// Only from the child, before exec.
+/// Only in the cloned child, before exec: in redlock-run, it would end the run at once
+/// with 127, its lock held.
 unsafe fn fail(plan: &Plan) -> libc::c_int {
-    // SAFETY: errno location is thread-local and valid; _exit never returns.
-    unsafe {
-        plan.errno
-            .store((*libc::__errno_location()).max(1), Ordering::SeqCst);
-        libc::_exit(127)
-    }
+    plan.errno.store(errno().max(1), Ordering::SeqCst);
+    // SAFETY: _exit ends the process at once; the caller is the child.
+    unsafe { libc::_exit(127) }
 }
 
 /// Where to look for `program`: itself if it holds a `/`, else each PATH directory.
