@@ -126,7 +126,7 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
                 }
                 failures = 0;
                 next_renewal = lease.renewal_due();
-                report::verbose_as(report::Event::Renewed, format_args!("lease renewed"));
+                report::verbose_as(report::LogEvent::Renewed, format_args!("lease renewed"));
             }
             Ok(Renewal::NotOurs) => return Some(Loss::NotOurs),
             Err(err) => {

@@ -69,7 +69,7 @@ impl Level {
 /// What a line is about, for a machine reading the log: JSON's `event`. Lines without a
 /// more precise one are `error`, `warning`, `info` or `step` by their level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
+pub enum LogEvent {
     Error,
     Warning,
     Info,
@@ -98,26 +98,26 @@ pub enum Event {
     InternalError,
 }
 
-impl Event {
+impl LogEvent {
     pub fn name(self) -> &'static str {
         match self {
-            Event::Error => "error",
-            Event::Warning => "warning",
-            Event::Info => "info",
-            Event::Step => "step",
-            Event::Acquired => "acquired",
-            Event::Busy => "busy",
-            Event::WaitTimeout => "wait_timeout",
-            Event::NotStarted => "not_started",
-            Event::Waiting => "waiting",
-            Event::Started => "started",
-            Event::Renewed => "renewed",
-            Event::Lost => "lost",
-            Event::MaxRuntime => "max_runtime",
-            Event::Released => "released",
-            Event::Summary => "summary",
-            Event::Usage => "usage",
-            Event::InternalError => "internal_error",
+            LogEvent::Error => "error",
+            LogEvent::Warning => "warning",
+            LogEvent::Info => "info",
+            LogEvent::Step => "step",
+            LogEvent::Acquired => "acquired",
+            LogEvent::Busy => "busy",
+            LogEvent::WaitTimeout => "wait_timeout",
+            LogEvent::NotStarted => "not_started",
+            LogEvent::Waiting => "waiting",
+            LogEvent::Started => "started",
+            LogEvent::Renewed => "renewed",
+            LogEvent::Lost => "lost",
+            LogEvent::MaxRuntime => "max_runtime",
+            LogEvent::Released => "released",
+            LogEvent::Summary => "summary",
+            LogEvent::Usage => "usage",
+            LogEvent::InternalError => "internal_error",
         }
     }
 }
@@ -146,7 +146,7 @@ pub fn set_fence(fence: u64) {
 
 /// One line, if its level is shown: `fields` are numbers a machine wants as such (JSON
 /// only; the message says them for people).
-pub fn say(level: Level, event: Event, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
+pub fn say(level: Level, event: LogEvent, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
     if level.shown() {
         line(level, event, fields, message);
     }
@@ -154,28 +154,28 @@ pub fn say(level: Level, event: Event, fields: &[(&str, u64)], message: fmt::Arg
 
 /// A failure that ends the run; always shown. `{:#}` prints the whole context chain.
 pub fn error(err: &anyhow::Error) {
-    error_as(Event::Error, err);
+    error_as(LogEvent::Error, err);
 }
 
-pub fn error_as(event: Event, err: &anyhow::Error) {
+pub fn error_as(event: LogEvent, err: &anyhow::Error) {
     say(Level::Error, event, &[], format_args!("{err:#}"));
 }
 
 /// Something the user should know even in cron mail, such as a release that failed. Hidden
 /// by `-q`. (Losing the lock is an error and goes through `error`.)
 pub fn warn(message: fmt::Arguments<'_>) {
-    say(Level::Warn, Event::Warning, &[], message);
+    say(Level::Warn, LogEvent::Warning, &[], message);
 }
 
 /// Plain news at normal verbosity, such as why the lock was not obtained. Hidden by `-q`.
-pub fn info_as(event: Event, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
+pub fn info_as(event: LogEvent, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
     say(Level::Info, event, fields, message);
 }
 
 /// Who holds the lock we wait for: the caller has already decided to show it (on a
 /// terminal, or with `-v`).
 pub fn waiting(message: fmt::Arguments<'_>) {
-    line(Level::Info, Event::Waiting, &[], message);
+    line(Level::Info, LogEvent::Waiting, &[], message);
 }
 
 /// Whether `-q` was given.
@@ -185,10 +185,10 @@ pub fn is_quiet() -> bool {
 
 /// Steps worth seeing with `-v`.
 pub fn verbose(message: fmt::Arguments<'_>) {
-    verbose_as(Event::Step, message);
+    verbose_as(LogEvent::Step, message);
 }
 
-pub fn verbose_as(event: Event, message: fmt::Arguments<'_>) {
+pub fn verbose_as(event: LogEvent, message: fmt::Arguments<'_>) {
     say(Level::Debug, event, &[], message);
 }
 
@@ -196,7 +196,7 @@ pub fn is_verbose() -> bool {
     enabled(Verbosity::Verbose)
 }
 
-fn line(level: Level, event: Event, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
+fn line(level: Level, event: LogEvent, fields: &[(&str, u64)], message: fmt::Arguments<'_>) {
     // One line per message, whatever the message holds (some server errors span lines), and
     // one write per line so that lines from threads never interleave. Any other control
     // character is escaped: messages quote keys, values and replies from outside.
@@ -219,7 +219,7 @@ fn line(level: Level, event: Event, fields: &[(&str, u64)], message: fmt::Argume
 
 /// `{"time":…,"level":…,"event":…,"key":…,"fence":…,<fields>,"message":…}`, keys in that
 /// order, `key` and `fence` once known.
-fn json_line(level: Level, event: Event, fields: &[(&str, u64)], message: &str) -> String {
+fn json_line(level: Level, event: LogEvent, fields: &[(&str, u64)], message: &str) -> String {
     let quote = |text: &str| serde_json::Value::from(text).to_string();
     let time = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
     let mut out = format!(
@@ -380,7 +380,7 @@ pub fn usage_error(rendered: &str) {
         let message: Vec<&str> = std::iter::once(first).chain(tips).collect();
         line(
             Level::Error,
-            Event::Usage,
+            LogEvent::Usage,
             &[],
             format_args!("{}; try --help", message.join("; ")),
         );
@@ -406,7 +406,7 @@ pub fn redact_panics(pairs: Vec<(String, String)>) {
             });
         line(
             Level::Error,
-            Event::InternalError,
+            LogEvent::InternalError,
             &[],
             format_args!("internal error: {text}"),
         );

@@ -83,7 +83,7 @@ fn summarize(record: &RunRecord, started: Instant, outcome: &Outcome) {
     fields.push(("exit_code", exit_code));
     report::say(
         report::Level::Debug,
-        report::Event::Summary,
+        report::LogEvent::Summary,
         &fields,
         format_args!(
             "finished: waited {}, {what}, exit {exit_code}",
@@ -154,7 +154,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     record.acquired = Some(Instant::now());
     report::set_fence(fence);
     report::verbose_as(
-        report::Event::Acquired,
+        report::LogEvent::Acquired,
         format_args!("lock taken, token {token}, fence {fence}"),
     );
     let mut lease = config.timing.lease_from(sent_at);
@@ -216,7 +216,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     };
     let _ = child_pid.send(child.pid());
     report::verbose_as(
-        report::Event::Started,
+        report::LogEvent::Started,
         format_args!("command started, pid {}", child.pid()),
     );
     // A renewal that finished since the command's process named its lease reaches the
@@ -252,7 +252,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         // No renewal came between the loss and the command's end (most short jobs end
         // before their first renewal): the release is the first to see it.
         report::error_as(
-            report::Event::Lost,
+            report::LogEvent::Lost,
             &anyhow::anyhow!(
                 "lock lost: {} was gone from Redis or held by someone else when the command \
                  ended, before its lease could have run out; the command may have run \
@@ -294,7 +294,7 @@ fn cannot_run(config: &Config, err: SpawnError) -> Outcome {
         }
         SpawnError::LeaseEnded => {
             report::error_as(
-                report::Event::NotStarted,
+                report::LogEvent::NotStarted,
                 &anyhow::anyhow!(
                     "the lease on {} ran out before {program} could start (redlock-run was paused \
                  or starved of CPU after taking the lock); it was not started, and another \
@@ -342,7 +342,7 @@ fn acquire(
         (Wait::For(limit), Some(blocker)) if limit.is_zero() => {
             backend.abandon();
             report::info_as(
-                report::Event::Busy,
+                report::LogEvent::Busy,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
                 format_args!("{} is {}; not waiting", config.key, blocker.phrase()),
             );
@@ -379,7 +379,7 @@ fn acquire(
         Waited::TimedOut => {
             backend.abandon();
             report::info_as(
-                report::Event::WaitTimeout,
+                report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
                 format_args!(
                     "{} is still held by another process after {}; giving up",
@@ -481,7 +481,7 @@ fn release(backend: &mut dyn LockBackend, config: &Config, lease: &Lease) -> Fou
     }
     match released {
         Ok(Released::Deleted) => {
-            report::verbose_as(report::Event::Released, format_args!("lock released"))
+            report::verbose_as(report::LogEvent::Released, format_args!("lock released"))
         }
         Ok(Released::DeletedUnannounced) => report::warn(format_args!(
             "released {}, but Redis refused to announce it: this user may not publish on \

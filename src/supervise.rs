@@ -213,7 +213,7 @@ impl Supervisor<'_> {
                 self.kill_at = Some(now + self.limits.kill_after);
                 self.ending = Ending::MaxRuntime;
                 report::error_as(
-                    report::Event::MaxRuntime,
+                    report::LogEvent::MaxRuntime,
                     &anyhow::anyhow!(
                         "--max-runtime of {} reached; terminating the command \
                      (SIGTERM now, SIGKILL in {})",
@@ -306,7 +306,7 @@ impl Supervisor<'_> {
         // only if the lease still holds; the renewal thread, running again, renews at once.
         if Instant::now() >= self.lease.valid_until() {
             report::error_as(
-                report::Event::Lost,
+                report::LogEvent::Lost,
                 &anyhow::anyhow!(
                     "lock lost: {} expired while the command was stopped; killing it",
                     self.key
@@ -393,14 +393,14 @@ impl Supervisor<'_> {
                 ""
             };
             report::error_as(
-                report::Event::Lost,
+                report::LogEvent::Lost,
                 &anyhow::anyhow!("lock lost: {why}{tail}"),
             );
             told(libc::SIGTERM, sent);
             return;
         }
         report::error_as(
-            report::Event::Lost,
+            report::LogEvent::Lost,
             &anyhow::anyhow!(
                 "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
                 report::duration(at.saturating_duration_since(now))
