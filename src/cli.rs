@@ -14,6 +14,8 @@ Exit status:
            out before the command could start (see -E)
   76       the lock was lost while the command ran; the command was terminated (or
            had ended before the loss was seen, by the release)
+  77       superseded: a newer --supersede run started waiting for the lock; the
+           command never ran
   124      --max-runtime ran out; the command was terminated (76 if the lock was lost)
   125      redlock-run itself failed and the command never ran (usage, Redis, auth,
            an ACL permission, TLS, no process for the command)
@@ -57,8 +59,8 @@ pub struct Cli {
     /// text (the default): `redlock-run: <message>`, one line per message. json: one JSON
     /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
     /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
-    /// wait_timeout, not_started, waiting, lost, max_runtime, usage, error, warning,
-    /// internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
+    /// wait_timeout, superseded, not_started, waiting, lost, max_runtime, usage, error,
+    /// warning, internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
     /// renewals where they apply, and message, the text line without its prefix. Both are
     /// redacted and escaped alike: no password, and control characters from outside only
     /// as \n, \x1b, …. A command line that cannot be parsed is reported in JSON when
@@ -257,6 +259,20 @@ pub struct RunArgs {
     /// overlap with a holder. Refused with several servers (Redlock).
     #[arg(long)]
     pub fair: bool,
+
+    /// While waiting, give way to a newer --supersede run of the same lock: exit 77
+    ///
+    /// A waiting run with --supersede exits 77 without running its command as soon as a
+    /// newer run with --supersede starts waiting for the same key (newer: later to arrive
+    /// at the Redis server, whatever the hosts' clocks), within a second of its arrival,
+    /// and says which run (host, pid, label) took its place. The holder is never
+    /// superseded, and waiters without --supersede are never dropped and drop no one: one
+    /// key can serve deploys that coalesce and migrations that queue. With --fair the
+    /// others keep their order; with --limit N the newest superseding waiter of the key
+    /// survives. With several servers (Redlock) a majority of them decides. Refused with
+    /// --no-wait.
+    #[arg(long)]
+    pub supersede: bool,
 
     /// Keep the lock until DUR after it was taken, even if the command ends sooner (so the
     /// same cron line on hosts with skewed clocks runs once)
@@ -464,7 +480,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 29] = [
+        const OPTIONS: [&str; 30] = [
             "-k",
             "--key",
             "-r",
@@ -479,6 +495,7 @@ mod tests {
             "--kill-after",
             "--limit",
             "--fair",
+            "--supersede",
             "--min-hold",
             "--max-runtime",
             "--label",

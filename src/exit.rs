@@ -22,6 +22,8 @@ pub enum Outcome {
     LockLost,
     /// `--max-runtime` ran out; the command was terminated.
     MaxRuntime,
+    /// `--supersede`: a newer superseding run started waiting; the command never ran.
+    Superseded,
     /// A signal arrived before the command started; nothing was run.
     Interrupted { signal: i32 },
     /// The command could not be executed (permission, not a binary).
@@ -37,6 +39,8 @@ pub enum Outcome {
 }
 
 pub const LOCK_LOST: u8 = 76;
+/// Superseded: the run gave way to a newer one, and is not a failure of its command.
+pub const SUPERSEDED: u8 = 77;
 /// As timeout(1) reports a command it stopped.
 pub const MAX_RUNTIME: u8 = 124;
 pub const WRAPPER_FAILED: u8 = 125;
@@ -69,6 +73,7 @@ impl Outcome {
             Outcome::NotAcquired { exit_code } => *exit_code,
             Outcome::LockLost => LOCK_LOST,
             Outcome::MaxRuntime => MAX_RUNTIME,
+            Outcome::Superseded => SUPERSEDED,
             Outcome::Interrupted { signal } => signal_code(*signal),
             Outcome::CannotExecute => CANNOT_EXECUTE,
             Outcome::NotFound => NOT_FOUND,
@@ -146,6 +151,7 @@ mod tests {
     #[test]
     fn wrapper_codes_are_fixed() {
         assert_eq!(Outcome::LockLost.exit_code(), 76);
+        assert_eq!(Outcome::Superseded.exit_code(), 77);
         assert_eq!(Outcome::MaxRuntime.exit_code(), 124);
         assert_eq!(Outcome::Failed.exit_code(), 125);
         assert_eq!(Outcome::CannotExecute.exit_code(), 126);

@@ -41,6 +41,20 @@ pub fn describe(value: Option<&[u8]>) -> String {
     }
 }
 
+/// The newer `--supersede` run that ended a wait, from its value: `web-3 pid 4242
+/// `deploy.sh` (v1.2)`, or "a newer run" when the value cannot be read.
+pub fn newer_run(value: Option<&[u8]>) -> String {
+    match value.and_then(Holder::parse) {
+        // Its start time says nothing useful here: it has not held the lock.
+        Some(holder) => Holder {
+            since_ms: None,
+            ..holder
+        }
+        .to_string(),
+        None => String::from("a newer run"),
+    }
+}
+
 /// What stands between a waiter and the lock, as the last attempt found it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocker {

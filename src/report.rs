@@ -80,6 +80,8 @@ pub enum LogEvent {
     Busy,
     /// `--wait` ran out: the run is skipped.
     WaitTimeout,
+    /// `--supersede`: a newer superseding run arrived; this one is skipped.
+    Superseded,
     /// The lease ran out before the command could start: the run is skipped.
     NotStarted,
     /// Waiting for the lock, and who holds it.
@@ -108,6 +110,7 @@ impl LogEvent {
             LogEvent::Acquired => "acquired",
             LogEvent::Busy => "busy",
             LogEvent::WaitTimeout => "wait_timeout",
+            LogEvent::Superseded => "superseded",
             LogEvent::NotStarted => "not_started",
             LogEvent::Waiting => "waiting",
             LogEvent::Started => "started",

@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use crate::backend::{self, is_try_later, Attempt, LockBackend, LockRequest, Released};
 use crate::config::{Config, Wait};
 use crate::event::Event;
-use crate::exit::Outcome;
-use crate::holder::Blocker;
+use crate::exit::{self, Outcome};
+use crate::holder::{self, Blocker};
 use crate::lease::{self, Lease};
 use crate::process::{self, ReadyGuardian, SpawnError};
 use crate::renew::{self, ReadyRenewer};
@@ -126,14 +126,17 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         Err(err) => return Ok(cannot_run(config, err)),
     };
 
-    let lock = LockRequest::new(
-        config.key.clone(),
-        config.timing.ttl,
-        config.limit,
-        config.fair,
-        &config.program_name(),
-        config.label.as_deref(),
-    );
+    let lock = LockRequest {
+        supersede: config.supersede,
+        ..LockRequest::new(
+            config.key.clone(),
+            config.timing.ttl,
+            config.limit,
+            config.fair,
+            &config.program_name(),
+            config.label.as_deref(),
+        )
+    };
     let token = lock.token.clone();
     let backend = backend::open(&config.redis, config.redis_timeout, lock, config.eviction)?;
     report::verbose(format_args!(
@@ -327,6 +330,11 @@ fn acquire(
                 guardian: None,
             })
         }
+        // Only a waiter that has arrived is superseded; handled as in the wait all the same.
+        Ok(Attempt::Superseded { newer }) => {
+            backend.abandon();
+            return Ok(superseded(config, newer.as_deref()));
+        }
         Ok(Attempt::Busy { holder, ahead, .. }) => {
             let blocker = Blocker { holder, ahead };
             refuse_nested(config, &blocker)?;
@@ -399,6 +407,10 @@ fn acquire(
                 report::duration(started.elapsed())
             )))
         }
+        Waited::Superseded { newer } => {
+            backend.abandon();
+            Ok(superseded(config, newer.as_deref()))
+        }
         Waited::Interrupted { signal } => {
             backend.abandon();
             report::verbose(format_args!(
@@ -426,6 +438,21 @@ fn refuse_nested(config: &Config, blocker: &Blocker) -> Result<()> {
         config.key,
         blocker.phrase()
     )
+}
+
+/// A newer `--supersede` run arrived: this one gives way, its command never run. One line
+/// naming the newer run (host, pid, label), unless -q.
+fn superseded(config: &Config, newer: Option<&[u8]>) -> Acquisition {
+    report::info_as(
+        report::LogEvent::Superseded,
+        &[("exit_code", u64::from(exit::SUPERSEDED))],
+        format_args!(
+            "superseded on {} by {}; not running the command",
+            config.key,
+            holder::newer_run(newer)
+        ),
+    );
+    Acquisition::Ended(Outcome::Superseded)
 }
 
 fn not_acquired(config: &Config) -> Acquisition {

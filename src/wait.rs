@@ -96,6 +96,11 @@ pub enum Waited {
     Interrupted {
         signal: libc::c_int,
     },
+    /// `--supersede`: a newer superseding waiter arrived (`newer`: its value); this one has
+    /// left the queue.
+    Superseded {
+        newer: Option<Vec<u8>>,
+    },
 }
 
 /// How a wait goes about it.
@@ -225,6 +230,7 @@ pub fn wait_for_lock(
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
                 }
+                Ok(Attempt::Superseded { newer }) => return Ok(Waited::Superseded { newer }),
                 Ok(Attempt::Busy {
                     holder_ttl,
                     holder,

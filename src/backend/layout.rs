@@ -21,6 +21,10 @@
 //!   listens for its own wake-up on `redlock-run:wake:<token>` (in a cluster,
 //!   `redlock-run:wake:{K}:<token>`, see `Channels`). A release wakes the first live one;
 //!   with `--fair`, only the first ones may take a free slot.
+//! - `{K}:supersede`: with `--supersede`, the newest superseding waiter's identity and
+//!   metadata (a string, the JSON of a lock value without its fence): a waiter that
+//!   finds another's there once it has arrived was overtaken, and exits 77. It lasts as
+//!   long as the queue, kept by the newest waiter's attempts.
 //! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
 //!   (server time, ms): one that does not try within a lease's length counts as gone. An
 //!   entry that is not such a time is removed, with a warning (`woken_since`).
@@ -71,6 +75,8 @@ pub struct LockRequest {
     /// release that woke a different waiter on each node would set them all against each
     /// other.
     pub arrival_ms: Option<u64>,
+    /// `--supersede`: a newer superseding waiter ends this one's wait.
+    pub supersede: bool,
 }
 
 impl LockRequest {
@@ -109,6 +115,7 @@ impl LockRequest {
             limit,
             fair,
             arrival_ms: None,
+            supersede: false,
         }
     }
 
@@ -194,6 +201,11 @@ pub fn fence_key(key: &Key) -> Key {
     sibling_key(key, b":fence")
 }
 
+/// The newest `--supersede` waiter of lock `key` (see the module doc).
+pub fn supersede_key(key: &Key) -> Key {
+    sibling_key(key, b":supersede")
+}
+
 /// The waiters' queue of lock `key` and the record of those woken (see the module doc).
 pub fn queue_keys(key: &Key) -> [Key; 2] {
     [
@@ -204,8 +216,9 @@ pub fn queue_keys(key: &Key) -> [Key; 2] {
 
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 5] = [
+const INTERNAL_SUFFIXES: [&[u8]; 6] = [
     b":fence",
+    b":supersede",
     b":limit",
     b":queue",
     b":queue:woken",

@@ -86,6 +86,10 @@ pub enum Attempt {
         /// so that contenders do not collide again in lockstep.
         split: bool,
     },
+    /// With `--supersede`: a newer superseding waiter arrived while this one waited (on a
+    /// majority of the Redlock nodes). `newer` is its value: its identity and metadata.
+    /// This waiter has left the queue.
+    Superseded { newer: Option<Vec<u8>> },
 }
 
 /// The result of one renewal.

@@ -16,7 +16,7 @@ use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later};
-use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest};
+use super::layout::{fence_key, limit_key, queue_keys, supersede_key, Channels, Key, LockRequest};
 use super::notices;
 use super::scripts::{
     Acquire, Acquisition, Extended, LeaveQueue, RaiseFence, Release, ReleaseReply, Renew,
@@ -46,6 +46,9 @@ pub struct SingleRedis {
     server_id: Option<Arc<OnceLock<String>>>,
     /// Whether a server that may evict the lock is used anyway (see `vetting`).
     eviction: Eviction,
+    /// Whether this server answered an attempt of this waiter: with `--supersede`, it has
+    /// arrived there, and another's value in the registry is then a newer waiter's.
+    arrived: bool,
 }
 
 impl SingleRedis {
@@ -66,6 +69,7 @@ impl SingleRedis {
             held: None,
             listening: false,
             server_id: None,
+            arrived: false,
         })
     }
 
@@ -103,6 +107,9 @@ impl SingleRedis {
             listening: self.listening,
             arrival_ms: self.lock.arrival_ms,
             want_run_id: self.server_id.as_ref().is_some_and(|id| id.get().is_none()),
+            supersede_key: supersede_key(&self.lock.key),
+            supersede: self.lock.supersede,
+            arrived: self.arrived,
         };
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -172,12 +179,17 @@ impl SingleRedis {
                     },
                     _,
                 )) => {
+                    self.arrived = true;
                     return Ok(Attempt::Busy {
                         holder_ttl,
                         holder,
                         ahead,
                         split: false,
                     });
+                }
+                Ok((Acquisition::Superseded { newer }, _)) => {
+                    self.arrived = true;
+                    return Ok(Attempt::Superseded { newer });
                 }
                 Ok((Acquisition::OtherLimit { other }, _)) => {
                     let other = match other {

@@ -134,6 +134,12 @@ pub(super) struct Acquire {
     pub arrival_ms: Option<u64>,
     /// Whether to return the server's `run_id`.
     pub want_run_id: bool,
+    /// The newest `--supersede` waiter's key.
+    pub supersede_key: Key,
+    /// `--supersede`.
+    pub supersede: bool,
+    /// Whether an earlier attempt of this waiter was answered by this server.
+    pub arrived: bool,
 }
 
 impl Call for Acquire {
@@ -145,6 +151,7 @@ impl Call for Acquire {
         "n+2 fence",
         "n+3 queue",
         "n+4 woken",
+        "n+5 supersede",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -158,6 +165,8 @@ impl Call for Acquire {
         "arrival_ms",
         "sharded",
         "want_run_id",
+        "supersede",
+        "arrived",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -167,6 +176,7 @@ impl Call for Acquire {
             self.fence_key.clone(),
             self.queue.clone(),
             self.woken.clone(),
+            self.supersede_key.clone(),
         ]);
         keys
     }
@@ -184,6 +194,8 @@ impl Call for Acquire {
             number(self.arrival_ms.unwrap_or(0)),
             self.channels.sharded_arg().to_vec(),
             flag(self.want_run_id),
+            flag(self.supersede),
+            flag(self.arrived),
         ]
     }
 }
@@ -215,6 +227,9 @@ pub(crate) enum Acquisition {
     },
     /// The key is used with another limit: `other`, or 0 for a value redlock-run did not write.
     OtherLimit { other: i64 },
+    /// A newer `--supersede` waiter arrived; `newer` is its value (identity and metadata).
+    /// This waiter has left the queue.
+    Superseded { newer: Option<Vec<u8>> },
 }
 
 impl FromRedisValue for AcquireReply {
@@ -233,6 +248,11 @@ impl FromRedisValue for AcquireReply {
                     .ok()
                     .filter(|value: &Vec<u8>| !value.is_empty()),
                 ahead,
+            },
+            2 => Acquisition::Superseded {
+                newer: redis::from_redis_value(third)
+                    .ok()
+                    .filter(|value: &Vec<u8>| !value.is_empty()),
             },
             _ => Acquisition::OtherLimit { other: number },
         };

@@ -45,6 +45,8 @@ pub struct Config {
     pub limit: u32,
     /// Waiters take the lock in arrival order.
     pub fair: bool,
+    /// `--supersede`: a newer superseding waiter ends this one's wait (exit 77).
+    pub supersede: bool,
     /// The lock is kept at least this long after it was taken.
     pub min_hold: Option<Duration>,
     /// The command is terminated after this long.
@@ -210,6 +212,14 @@ impl Config {
             )?),
         };
 
+        // Superseding is something that happens to a waiter: a run that never waits cannot
+        // give way, and asking for both is a mistake worth saying (REDLOCK_WAIT=0 too).
+        if args.supersede && wait == Wait::For(Duration::ZERO) {
+            bail!(
+                "--supersede cannot be used with --no-wait (or a --wait of 0): only a run that                  waits for the lock can be superseded by a newer one"
+            );
+        }
+
         let kill_after = bounded(
             "--kill-after",
             &args.kill_after,
@@ -281,6 +291,7 @@ impl Config {
             redis_timeout,
             limit: args.limit,
             fair: args.fair,
+            supersede: args.supersede,
             min_hold,
             max_runtime,
             command,

@@ -167,3 +167,19 @@ fn release_refuses_a_locks_bookkeeping() {
     // `status` only reads: it may look at any key.
     assert!(admin(&["status", "-k", "job{a}:fence"]).is_ok());
 }
+
+#[test]
+fn supersede_needs_a_wait() {
+    assert!(
+        config(&["-k", "j", "--supersede", "--", "true"])
+            .unwrap()
+            .supersede
+    );
+    for no_wait in [&["--no-wait"][..], &["--wait", "0"]] {
+        let mut args = vec!["-k", "j", "--supersede"];
+        args.extend_from_slice(no_wait);
+        args.extend(["--", "true"]);
+        let err = config(&args).unwrap_err();
+        assert!(format!("{err:#}").contains("--supersede cannot be used with --no-wait"));
+    }
+}

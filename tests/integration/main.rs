@@ -19,6 +19,7 @@ mod secrets;
 mod sentinel;
 mod servers;
 mod signals;
+mod supersede;
 mod support;
 mod terminal;
 mod tls;

@@ -201,6 +201,7 @@ impl LockBackend for Quorum {
             counted,
             refusals,
             unfit,
+            superseded,
         } = heard;
         tally.timed_out = end == RoundEnd::OutOfTime;
         if let Some(err) = unfit {
@@ -245,6 +246,13 @@ impl LockBackend for Quorum {
                  its TTL ({}), which leaves too little of it",
                 humantime::format_duration(self.ttl)
             ))));
+        }
+        // Superseded only when a majority of the nodes says so: one node alone (it missed
+        // this waiter's arrival, or restarted) decides nothing. Those nodes took nothing.
+        if superseded.len() >= self.majority {
+            self.let_go(&tally, false);
+            let newer = superseded.into_iter().flatten().next();
+            return Ok(Attempt::Superseded { newer });
         }
         // Busy when a majority answered and some of it holds another's value (with a node
         // down, a holder may have only one of the nodes that answered).

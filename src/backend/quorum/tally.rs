@@ -144,6 +144,8 @@ pub(super) struct AcquireAnswers {
     /// A node that cannot keep a lock (it may evict it: see `vetting`): the whole attempt is
     /// refused, as a majority that leans on such a node may vanish.
     pub(super) unfit: Option<anyhow::Error>,
+    /// The newer `--supersede` waiter, as each node that found this one superseded named it.
+    pub(super) superseded: Vec<Option<Vec<u8>>>,
 }
 
 impl AcquireAnswers {
@@ -153,6 +155,7 @@ impl AcquireAnswers {
             counted: Vec::new(),
             refusals: Refusals::default(),
             unfit: None,
+            superseded: Vec::new(),
         }
     }
 
@@ -170,6 +173,12 @@ impl AcquireAnswers {
             })) => {
                 self.tally.no.push(node);
                 self.refusals.seen.push((holder, holder_ttl));
+            }
+            // Refused, as far as taking the lock goes; whether the waiter leaves is up to a
+            // majority (`Quorum::try_acquire`).
+            Answer::Acquire(Ok(Attempt::Superseded { newer })) => {
+                self.tally.no.push(node);
+                self.superseded.push(newer);
             }
             Answer::Acquire(Err(err)) => {
                 self.tally.fail(node, &err);

@@ -4,6 +4,7 @@
 -- KEYS[n+2] fence: the fence counter
 -- KEYS[n+3] queue: the waiters' queue (sorted set: token -> arrival, server ms)
 -- KEYS[n+4] woken: the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
+-- KEYS[n+5] supersede: the newest --supersede waiter (its identity and metadata, a string)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -20,6 +21,12 @@
 --          '0' not
 -- ARGV[11] want_run_id: '1' to return this server's run_id (Redlock: a server named twice,
 --          under two spellings, is found by it), '0' not
+-- ARGV[12] supersede: '1' with --supersede: a newer such waiter ends this one's wait, and
+--          this one, when it starts waiting, ends an older one's; '0' not (the key
+--          `supersede` is then never touched)
+-- ARGV[13] arrived: '1' when an earlier attempt of this waiter was answered by this server
+--          (it has arrived: a value of another's in `supersede` is then a newer one's),
+--          '0' for its first
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -29,6 +36,8 @@
 --           waiters queued before this one);
 --         {-1, other, '', 0} when the key is used with another limit (other: that limit, or
 --           0 for a value redlock-run did not write);
+--         {2, 0, newer, 0} when this --supersede waiter was superseded (newer: the newer
+--           waiter's identity and metadata, a JSON object); it has left the queue;
 --         each with a fifth element: how many entries of the woken waiters' record were
 --           not wake-up times and were taken out (see `woken_since`); and a sixth: the
 --           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
@@ -95,7 +104,53 @@ local listens = ARGV[8] == '1'
 -- Trying is acting on any wake-up this waiter had: it is no longer owed one.
 call('HDEL', woken, token)
 
+-- --supersede: `registry` names the newest superseding waiter. One that has arrived (a
+-- holder returned above, before this) and finds another's value there was overtaken by a
+-- newer arrival: it leaves, whatever the slots. Its value is kept, not cleared, when the
+-- newest takes the lock: an older waiter that missed its wake-up still finds it there.
+local supersedes = ARGV[12] == '1'
+local registry = KEYS[n + 5]
+local function of_ours(value)
+  return type(value) == 'string' and string.sub(value, 1, #identity) == identity
+end
+if supersedes and ARGV[13] == '1' then
+  local newest = read(registry)
+  if type(newest) == 'string' and not of_ours(newest) then
+    call('ZREM', queue, token)
+    return reply(2, 0, newest, 0)
+  end
+end
+
+-- A superseding waiter that waits is the newest: the one it overtakes (the registry's, on
+-- its first attempt here; else the registry holds its own value or nothing) leaves the
+-- queue and is told on its wake-up channel, where it listens: it tries at once and is
+-- answered above. A crashed one is simply dropped. Returns whether one was overtaken.
+local function register(pttl)
+  local current = read(registry)
+  local overtaken = false
+  if not of_ours(current) then
+    local older = type(current) == 'string' and string.match(current, '^{"token":"([^"]+)"')
+    if older then
+      call('ZREM', queue, older)
+      call('HDEL', woken, older)
+      publish(ARGV[10], prefix .. older, 'superseded by ' .. token)
+      overtaken = true
+    end
+    call('SET', registry, identity .. ARGV[2])
+  end
+  -- Kept as long as the queue is, by each attempt of the newest waiter.
+  local keep = 3 * ttl + (pttl >= 0 and pttl or 10000)
+  if call('PTTL', registry) < keep then
+    call('PEXPIRE', registry, keep)
+  end
+  return overtaken
+end
+
 local function wait_in_queue(pttl, ahead)
+  -- The one overtaken may have been woken for a free slot (--fair): try again at once.
+  if supersedes and register(pttl) and #free > 0 then
+    pttl = 0
+  end
   if listens then
     local arrival = tonumber(ARGV[9])
     call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)

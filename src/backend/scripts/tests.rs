@@ -84,6 +84,9 @@ fn every_script_type_matches_its_header() {
             listening: true,
             arrival_ms: None,
             want_run_id: false,
+            supersede_key: key("{k}:supersede"),
+            supersede: false,
+            arrived: false,
         },
     );
     check(
