@@ -9,7 +9,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 /// Text shown after the options in `--help`: the exit-code table README documents too.
 pub const AFTER_HELP: &str = "\
 Exit status:
-  N        the command's own status; 128+S if it died from signal S
+  N        the command's own status; 128+S if it died from signal S, or if
+           redlock-run got signal S and --stop-timeout ran out (the command's
+           group was killed)
   75       lock not obtained: busy with --no-wait, --wait ran out, or the lease ran
            out before the command could start (see -E)
   76       the lock was lost while the command ran; the command was terminated (or
@@ -57,7 +59,7 @@ pub struct Cli {
     /// text (the default): `redlock-run: <message>`, one line per message. json: one JSON
     /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
     /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
-    /// wait_timeout, not_started, waiting, lost, max_runtime, usage, error, warning,
+    /// wait_timeout, not_started, waiting, lost, max_runtime, stop_timeout, usage, error, warning,
     /// internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
     /// renewals where they apply, and message, the text line without its prefix. Both are
     /// redacted and escaped alike: no password, and control characters from outside only
@@ -275,6 +277,20 @@ pub struct RunArgs {
     /// exit status is 76 instead.
     #[arg(long, value_name = "DUR")]
     pub max_runtime: Option<String>,
+
+    /// After a SIGTERM, SIGINT or SIGHUP to redlock-run: SIGKILL the command's process group
+    /// if it is still there DUR later, release the lock and exit 128+N
+    ///
+    /// A duration as for --ttl, at most ten years; 0 kills at once. The signal is passed on
+    /// to the command as always; the budget counts from the first such signal while the
+    /// command runs, so that a container or service stopped with a grace period (docker
+    /// stop, Kubernetes, systemd's TimeoutStopSec) ends with the lock released rather than
+    /// held until its TTL: give a DUR about 1s shorter than that grace. The exit status is
+    /// 128+N for that signal N (143 for SIGTERM) once the SIGKILL was needed; a command that
+    /// ends in time exits with its own status. The lease's end, and a lost lock, still come
+    /// first. Without it, redlock-run waits for the command as long as it runs.
+    #[arg(long, value_name = "DUR")]
+    pub stop_timeout: Option<String>,
 
     /// What waiters and `status` show of this holder besides its host, pid and program's
     /// name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command's
