@@ -480,7 +480,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 29] = [
+        const OPTIONS: [&str; 30] = [
             "-k",
             "--key",
             "-r",
@@ -497,6 +497,7 @@ mod tests {
             "--fair",
             "--min-hold",
             "--max-runtime",
+            "--stop-timeout",
             "--label",
             "-c",
             "-q",
@@ -597,6 +598,9 @@ mod tests {
         for bound in [config.min_hold, config.max_runtime].into_iter().flatten() {
             assert!(!bound.is_zero() && bound <= lease::MAX_DURATION);
         }
+        assert!(config
+            .stop_timeout
+            .is_none_or(|dur| dur <= lease::MAX_DURATION));
         // The lease's arithmetic stays in range.
         let now = std::time::Instant::now();
         let lease = timing.lease_from(now);
@@ -623,10 +627,10 @@ mod tests {
 
         /// Every duration option keeps what it accepts within its limits.
         #[test]
-        fn accepted_durations_are_within_their_limits(values in prop::collection::vec(duration(), 7)) {
+        fn accepted_durations_are_within_their_limits(values in prop::collection::vec(duration(), 8)) {
             let flags = [
                 "--ttl", "--renew-every", "--wait", "--kill-after", "--min-hold", "--max-runtime",
-                "--redis-timeout",
+                "--redis-timeout", "--stop-timeout",
             ];
             let mut args: Vec<String> = vec!["-k".into(), "job".into()];
             for (flag, value) in flags.iter().zip(&values) {
