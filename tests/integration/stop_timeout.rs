@@ -132,3 +132,35 @@ fn a_malformed_stop_timeout_is_a_usage_error() {
         );
     }
 }
+
+/// Over a Redlock quorum of three masters: the lock is free on every node within the budget
+/// and a second.
+#[test]
+fn over_three_masters_the_lock_is_free_on_every_node_within_the_budget() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("stop-redlock");
+    let mut wrapper = Wrapper::bare();
+    for node in &nodes {
+        wrapper = wrapper.args(["-r", &node.url()]);
+    }
+    let mut wrapper = wrapper
+        .args(["-k", "stop", "--stop-timeout", "1s", "--"])
+        .arg(stubborn_script(&dir))
+        .spawn();
+    wrapper.read_pid(&dir.join("pid"));
+    assert!(nodes.iter().all(|node| node.exists("redlock:stop")));
+    wrapper.signal(libc::SIGTERM);
+    let freed = wait_until(
+        Duration::from_secs(10),
+        "the lock to be free everywhere",
+        || nodes.iter().all(|node| !node.exists("redlock:stop")),
+    );
+    wrapper
+        .wait_within(Duration::from_secs(10))
+        .assert_code(143);
+    assert!(
+        freed <= Duration::from_secs(2),
+        "the lock was freed on every node {freed:?} after SIGTERM, not within 1s + 1s"
+    );
+    assert_eq!(dir.read("terms"), "TERM");
+}
