@@ -110,7 +110,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     // handles.
     process::prepare();
     // Next, so that a signal arriving from here on is never lost.
-    let forwarded = signals::listen(events_tx.clone())?;
+    let forwarded = signals::listen(events_tx.clone(), process::is_init())?;
     // Every thread the run needs starts now: before the lock is taken, so that starting them
     // is off the path to the command, and before the command, which a failure to start one
     // would leave unwatched or unrenewed.

@@ -8,7 +8,7 @@
 //! | INT, QUIT typed at the terminal | abort the wait             | not forwarded when the command's group holds the terminal: the terminal already delivered it there, and forwarding would deliver it twice; forwarded otherwise |
 //! | TSTP (Ctrl-Z), TTIN, TTOU, WINCH | default action           | reach the command's group from the terminal directly; when the command stops, redlock-run stops too and resumes it on `fg` |
 //! | PIPE                            | ignored (Rust's default)   | the command's own default applies     |
-//! | CHLD                            | ignored                    | a child changed state: orphans the command left, which come back to redlock-run (subreaper, or PID 1 of a container), are reaped |
+//! | CHLD                            | default (nothing)          | as PID 1 of a container: orphans, which all come back to redlock-run, are reaped as they die; otherwise the default, and what the command left in its group is reaped when it ends |
 //! | KILL                            | redlock-run dies; the key expires by its TTL | the guardian process (see `process/guardian.rs`) sends the command's group SIGTERM, then SIGKILL by the lease's end; the key expires by its TTL |
 //!
 //! The origin matters for the terminal row: `Cause::Kernel` marks a signal the terminal
@@ -40,16 +40,21 @@ pub const FORWARDED: [libc::c_int; 6] = [
 /// background jobs of a non-interactive shell) stays ignored, for redlock-run and, since an
 /// ignored signal survives exec, for the command. Call before anything else happens, so
 /// that no signal is missed.
-pub fn listen(events: Sender<Event>) -> Result<Vec<libc::c_int>> {
+///
+/// With `children` (redlock-run is PID 1), SIGCHLD is reported too, as
+/// `Event::ChildrenChanged`, so that orphans are reaped as they die. Only then: every
+/// other run has an init that reaps what escapes the command's group, and the command's own
+/// group is reaped when it ends; the extra wake-ups cost a run about 0.1 ms.
+pub fn listen(events: Sender<Event>, children: bool) -> Result<Vec<libc::c_int>> {
     let listened: Vec<libc::c_int> = FORWARDED
         .into_iter()
         .filter(|&signal| !is_ignored(signal))
         .collect();
-    // SIGCHLD is handled too (never ignored: that would let the kernel reap the command
-    // behind our back), but is no signal of the command's: it is not returned.
-    let mut signals =
-        SignalsInfo::<WithOrigin>::new(listened.iter().copied().chain([libc::SIGCHLD]))
-            .context("cannot install signal handlers")?;
+    // SIGCHLD is no signal of the command's: it is not returned. (Never ignored: that would
+    // let the kernel reap the command behind our back.)
+    let chld = children.then_some(libc::SIGCHLD);
+    let mut signals = SignalsInfo::<WithOrigin>::new(listened.iter().copied().chain(chld))
+        .context("cannot install signal handlers")?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -68,7 +73,9 @@ pub fn listen(events: Sender<Event>) -> Result<Vec<libc::c_int>> {
             }
         })
         .context("cannot start the signal thread")?;
-    block_sigchld();
+    if children {
+        block_sigchld();
+    }
     Ok(listened)
 }
 

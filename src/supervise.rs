@@ -16,8 +16,8 @@
 //! killed, and the run ends as that signal would have ended it (`Ending::Stopped`). It is a
 //! timer of this loop like `--kill-after`'s, never later than the lease's end.
 //!
-//! Orphans that come back to this process (it is a subreaper, or PID 1 of a container) are
-//! reaped as they die (SIGCHLD), so that none is left a zombie while the command runs.
+//! As PID 1 of a container, orphans that come back to this process are reaped as they die
+//! (SIGCHLD), so that none is left a zombie while the command runs.
 
 use std::io;
 use std::process::ExitStatus;
@@ -500,7 +500,8 @@ impl Supervisor<'_> {
         let guardian_killed = self.guardian.is_some_and(Guardian::killed);
         // Even when the status cannot be had, the group is ended before anything else.
         let status = self.child.reap();
-        // Orphans that died while it was unreaped were behind it (see `reap_orphans`).
+        // Orphans that died while it was unreaped were behind it (see `reap_orphans`). A
+        // few system calls; any other run has nothing there but what `group` reaps.
         self.child.reap_orphans();
         let left = self.child.group() != Group::Gone;
         let left_processes = left && self.kill_at.is_none();

@@ -10,8 +10,8 @@
 //!   from the main thread. The rest of the group is the guardian's job (`guardian.rs`).
 //! - redlock-run is a child subreaper, so processes the command leaves behind come back to it
 //!   and can be waited for before the lock is released.
-//! - Every other child that exits is reaped as soon as we hear of it (`reap_orphans`): the
-//!   orphans that came back to us, since as PID 1 of a container (or a subreaper) nobody
+//! - As PID 1 of a container, every other child that exits is reaped as soon as we hear of
+//!   it (`reap_orphans`): the orphans of the whole container come back to us and nobody
 //!   else will, and the guardian, whose status is of no interest.
 //! - The command's exit is observed with `waitid(WNOWAIT)`: it stays a zombie, its pid and
 //!   group id cannot be reused, until `reap`, so a signal never reaches a stranger.
@@ -70,6 +70,12 @@ pub fn prepare() {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
+}
+
+/// Whether this process is PID 1 of its PID namespace (a container's first process): every
+/// orphan in it comes back to this process, which must reap them.
+pub fn is_init() -> bool {
+    std::process::id() == 1
 }
 
 /// Starts the thread that will report the command's exit and stops as events; it waits for

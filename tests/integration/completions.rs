@@ -283,8 +283,8 @@ const SIGNALS: [(&str, &str); 8] = [
     ),
     (
         "CHLD",
-        "While the command runs: orphans of the command's processes, which come back to \
-         redlock-run (it is a subreaper, or a container's PID 1), are reaped as they die.",
+        "As a container's PID 1, while the command runs: orphans, which all come back to \
+         redlock-run, are reaped as they die.",
     ),
     (
         "PIPE",
