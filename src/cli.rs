@@ -287,8 +287,10 @@ pub struct RunArgs {
     /// stop, Kubernetes, systemd's TimeoutStopSec) ends with the lock released rather than
     /// held until its TTL: give a DUR about 1s shorter than that grace. The exit status is
     /// 128+N for that signal N (143 for SIGTERM) once the SIGKILL was needed; a command that
-    /// ends in time exits with its own status. The lease's end, and a lost lock, still come
-    /// first. Without it, redlock-run waits for the command as long as it runs.
+    /// ends in time exits with its own status. The lease is renewed meanwhile, so DUR may be
+    /// longer than --ttl; a lost lock (76) or --max-runtime (124) that ended the command
+    /// first keeps its exit status. Without it, redlock-run waits for the command as long as
+    /// it runs.
     #[arg(long, value_name = "DUR")]
     pub stop_timeout: Option<String>,
 

@@ -14,7 +14,8 @@
 //! With `--stop-timeout`, the first SIGTERM, SIGINT or SIGHUP that reaches redlock-run while
 //! the command runs starts a budget: if the group is still there when it runs out, it is
 //! killed, and the run ends as that signal would have ended it (`Ending::Stopped`). It is a
-//! timer of this loop like `--kill-after`'s, never later than the lease's end.
+//! timer of this loop like `--kill-after`'s; the lease is renewed and watched meanwhile as
+//! ever, so a lease that runs out first ends the command as a lost lock.
 //!
 //! As PID 1 of a container, orphans that come back to this process are reaped as they die
 //! (SIGCHLD), so that none is left a zombie while the command runs.
@@ -293,8 +294,9 @@ impl Supervisor<'_> {
     }
 
     /// `--stop-timeout`: the first terminating signal sets when the group is killed if it
-    /// is still there; later ones do not move it. Never past the lease's end, after which
-    /// nothing keeps anyone else out (the guardian would kill it then anyway).
+    /// is still there; later ones do not move it. Not bounded by the lease's end as it is
+    /// now: renewals go on meanwhile. If they fail, the lease's own timer ends the command
+    /// by the lease's end (a lost lock), sooner than this.
     fn start_stop_budget(&mut self, signal: libc::c_int) {
         let Some(budget) = self.limits.stop_timeout else {
             return;
@@ -305,9 +307,7 @@ impl Supervisor<'_> {
         {
             return;
         }
-        let now = Instant::now();
-        let at = (now + budget).min(self.lease.valid_until().max(now));
-        self.stop = Some((signal, at));
+        self.stop = Some((signal, Instant::now() + budget));
     }
 
     /// Kills the group once the `--stop-timeout` budget has run out.

@@ -164,3 +164,27 @@ fn over_three_masters_the_lock_is_free_on_every_node_within_the_budget() {
     );
     assert_eq!(dir.read("terms"), "TERM");
 }
+
+/// A budget longer than the TTL: the lease is renewed meanwhile, so the command gets all of
+/// it, not just what was left of the lease when the signal came.
+#[test]
+fn a_stop_timeout_longer_than_the_ttl_is_given_in_full() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("stop-long");
+    let args = ["-k", "stop", "--ttl", "1s", "--stop-timeout", "2500ms"];
+    let (wrapper, _, _) = stubborn_under(&server, &dir, &args);
+    let freed = wait_until(Duration::from_secs(10), "the lock to be free", || {
+        !server.exists("redlock:stop")
+    });
+    wrapper
+        .wait_within(Duration::from_secs(10))
+        .assert_code(143);
+    assert!(
+        freed >= Duration::from_millis(2300),
+        "the lock was freed {freed:?} after SIGTERM: before the budget of 2.5s ran out"
+    );
+    assert!(
+        freed <= Duration::from_millis(3500),
+        "the lock was freed {freed:?} after SIGTERM, not within 2.5s + 1s"
+    );
+}
