@@ -9,7 +9,9 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 /// Text shown after the options in `--help`: the exit-code table README documents too.
 pub const AFTER_HELP: &str = "\
 Exit status:
-  N        the command's own status; 128+S if it died from signal S
+  N        the command's own status; 128+S if it died from signal S, or if
+           redlock-run got signal S and --stop-timeout ran out (the command's
+           group was killed)
   75       lock not obtained: busy with --no-wait, --wait ran out, or the lease ran
            out before the command could start (see -E)
   76       the lock was lost while the command ran; the command was terminated (or
@@ -59,8 +61,8 @@ pub struct Cli {
     /// text (the default): `redlock-run: <message>`, one line per message. json: one JSON
     /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
     /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
-    /// wait_timeout, superseded, not_started, waiting, lost, max_runtime, usage, error,
-    /// warning, internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
+    /// wait_timeout, superseded, not_started, waiting, lost, max_runtime, stop_timeout, usage,
+    /// error, warning, internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
     /// renewals where they apply, and message, the text line without its prefix. Both are
     /// redacted and escaped alike: no password, and control characters from outside only
     /// as \n, \x1b, …. A command line that cannot be parsed is reported in JSON when
@@ -292,6 +294,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     pub max_runtime: Option<String>,
 
+    /// After a SIGTERM, SIGINT or SIGHUP to redlock-run: SIGKILL the command's process group
+    /// if it is still there DUR later, release the lock and exit 128+N
+    ///
+    /// A duration as for --ttl, at most ten years; 0 kills at once. The signal is passed on
+    /// to the command as always; the budget counts from the first such signal while the
+    /// command runs, so that a container or service stopped with a grace period (docker
+    /// stop, Kubernetes, systemd's TimeoutStopSec) ends with the lock released rather than
+    /// held until its TTL: give a DUR about 1s shorter than that grace. The exit status is
+    /// 128+N for that signal N (143 for SIGTERM) once the SIGKILL was needed; a command that
+    /// ends in time exits with its own status. The lease is renewed meanwhile, so DUR may be
+    /// longer than --ttl; a lost lock (76) or --max-runtime (124) that ended the command
+    /// first keeps its exit status. Without it, redlock-run waits for the command as long as
+    /// it runs.
+    #[arg(long, value_name = "DUR")]
+    pub stop_timeout: Option<String>,
+
     /// What waiters and `status` show of this holder besides its host, pid and program's
     /// name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command's
     /// arguments are never shown to others
@@ -480,7 +498,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 30] = [
+        const OPTIONS: [&str; 31] = [
             "-k",
             "--key",
             "-r",
@@ -498,6 +516,7 @@ mod tests {
             "--supersede",
             "--min-hold",
             "--max-runtime",
+            "--stop-timeout",
             "--label",
             "-c",
             "-q",
@@ -598,6 +617,9 @@ mod tests {
         for bound in [config.min_hold, config.max_runtime].into_iter().flatten() {
             assert!(!bound.is_zero() && bound <= lease::MAX_DURATION);
         }
+        assert!(config
+            .stop_timeout
+            .is_none_or(|dur| dur <= lease::MAX_DURATION));
         // The lease's arithmetic stays in range.
         let now = std::time::Instant::now();
         let lease = timing.lease_from(now);
@@ -624,10 +646,10 @@ mod tests {
 
         /// Every duration option keeps what it accepts within its limits.
         #[test]
-        fn accepted_durations_are_within_their_limits(values in prop::collection::vec(duration(), 7)) {
+        fn accepted_durations_are_within_their_limits(values in prop::collection::vec(duration(), 8)) {
             let flags = [
                 "--ttl", "--renew-every", "--wait", "--kill-after", "--min-hold", "--max-runtime",
-                "--redis-timeout",
+                "--redis-timeout", "--stop-timeout",
             ];
             let mut args: Vec<String> = vec!["-k".into(), "job".into()];
             for (flag, value) in flags.iter().zip(&values) {

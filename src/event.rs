@@ -17,6 +17,9 @@ pub enum Event {
     /// The command's first process exited (not yet reaped), by `at` at the latest: when
     /// its watcher heard of it, which may be long after if this process was stopped.
     ChildExited { at: Instant },
+    /// A child of this process changed state (SIGCHLD): an orphan of the command's that
+    /// came back to this process may wait to be reaped.
+    ChildrenChanged,
     /// The command's first process was stopped, by `signal` (Ctrl-Z: SIGTSTP).
     ChildStopped { signal: libc::c_int },
     /// A renewal succeeded: the lease now surely holds until `valid_until`.

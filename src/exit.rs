@@ -24,7 +24,8 @@ pub enum Outcome {
     MaxRuntime,
     /// `--supersede`: a newer superseding run started waiting; the command never ran.
     Superseded,
-    /// A signal arrived before the command started; nothing was run.
+    /// A signal arrived before the command started, and nothing was run; or, with
+    /// `--stop-timeout`, while it ran, and its group had to be killed when that ran out.
     Interrupted { signal: i32 },
     /// The command could not be executed (permission, not a binary).
     CannotExecute,

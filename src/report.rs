@@ -91,6 +91,8 @@ pub enum LogEvent {
     /// The lock was lost while the command ran.
     Lost,
     MaxRuntime,
+    /// `--stop-timeout` ran out after a signal: the command's group was killed.
+    StopTimeout,
     Released,
     /// The end of a run, with its numbers (`-v`).
     Summary,
@@ -117,6 +119,7 @@ impl LogEvent {
             LogEvent::Renewed => "renewed",
             LogEvent::Lost => "lost",
             LogEvent::MaxRuntime => "max_runtime",
+            LogEvent::StopTimeout => "stop_timeout",
             LogEvent::Released => "released",
             LogEvent::Summary => "summary",
             LogEvent::Usage => "usage",

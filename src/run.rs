@@ -106,9 +106,11 @@ enum Acquisition {
 
 fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     let (events_tx, events) = mpsc::channel();
-    // First, so that a signal arriving from here on is never lost.
-    let forwarded = signals::listen(events_tx.clone())?;
+    // Before the signal handlers: it resets SIGCHLD's disposition, which `listen` then
+    // handles.
     process::prepare();
+    // Next, so that a signal arriving from here on is never lost.
+    let forwarded = signals::listen(events_tx.clone(), process::is_init())?;
     // Every thread the run needs starts now: before the lock is taken, so that starting them
     // is off the path to the command, and before the command, which a failure to start one
     // would leave unwatched or unrenewed.
@@ -229,6 +231,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     let limits = supervise::Limits {
         kill_after: config.timing.kill_after,
         max_runtime: config.max_runtime,
+        stop_timeout: config.stop_timeout,
     };
     let supervised = supervise::supervise(
         &mut child,
@@ -278,6 +281,8 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
         Ending::MaxRuntime => Outcome::MaxRuntime,
+        // As if the signal had ended redlock-run, which it asked to.
+        Ending::Stopped { signal } => Outcome::Interrupted { signal },
         Ending::Exited => Outcome::Command {
             status: supervised.status,
             lent_terminal: child.lends_terminal(),

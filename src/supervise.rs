@@ -10,6 +10,15 @@
 //! them for as long as they run, since releasing the lock then would let a second holder
 //! start beside them. Those that outlive `SIGKILL` (stuck in the kernel) are left after
 //! `UNKILLABLE_WAIT`, with a warning.
+//!
+//! With `--stop-timeout`, the first SIGTERM, SIGINT or SIGHUP that reaches redlock-run while
+//! the command runs starts a budget: if the group is still there when it runs out, it is
+//! killed, and the run ends as that signal would have ended it (`Ending::Stopped`). It is a
+//! timer of this loop like `--kill-after`'s; the lease is renewed and watched meanwhile as
+//! ever, so a lease that runs out first ends the command as a lost lock.
+//!
+//! As PID 1 of a container, orphans that come back to this process are reaped as they die
+//! (SIGCHLD), so that none is left a zombie while the command runs.
 
 use std::io;
 use std::process::ExitStatus;
@@ -40,6 +49,8 @@ pub enum Ending {
     /// Terminated because the lock was lost (this wins over `MaxRuntime`), or found lost
     /// once it had ended, when it may have run on without the lock.
     LockLost,
+    /// Killed because `--stop-timeout` ran out after redlock-run received `signal`.
+    Stopped { signal: libc::c_int },
 }
 
 /// How often to look whether processes the command left in its group have gone.
@@ -57,6 +68,8 @@ pub struct Limits {
     /// From SIGTERM to SIGKILL when the command is terminated.
     pub kill_after: Duration,
     pub max_runtime: Option<Duration>,
+    /// From a terminating signal to redlock-run to SIGKILL (`--stop-timeout`).
+    pub stop_timeout: Option<Duration>,
 }
 
 /// Supervises `child` until it and its process group are gone, keeping `lease` up to date
@@ -78,6 +91,7 @@ pub fn supervise(
         ending: Ending::Exited,
         kill_at: None,
         killed_at: None,
+        stop: None,
         ended_by: None,
         runtime_ends: limits.max_runtime.map(|limit| Instant::now() + limit),
         reaped: None,
@@ -138,6 +152,9 @@ struct Supervisor<'a> {
     /// Once the command is being terminated: when SIGKILL is due, and when it was sent.
     kill_at: Option<Instant>,
     killed_at: Option<Instant>,
+    /// Once a terminating signal started the `--stop-timeout` budget: the signal, and when
+    /// the group is killed if it is still there.
+    stop: Option<(libc::c_int, Instant)>,
     /// Once the command's first process has exited: a moment by which it had.
     ended_by: Option<Instant>,
     runtime_ends: Option<Instant>,
@@ -174,6 +191,9 @@ impl Supervisor<'_> {
         let look = self.reaped.as_ref().map(|_| Instant::now() + poll);
         [
             self.kill_at.filter(|_| self.killed_at.is_none()),
+            self.stop
+                .map(|(_, at)| at)
+                .filter(|_| self.killed_at.is_none()),
             self.runtime_ends,
             lease_ends,
             look,
@@ -200,6 +220,7 @@ impl Supervisor<'_> {
                 last_error: String::from("the renewal did not return in time"),
             }));
         }
+        self.stop_due(now);
         if let Some(runtime_end) = self.runtime_ends.filter(|&at| now >= at) {
             self.runtime_ends = None;
             // A command that ended before its --max-runtime, heard of late (this process was
@@ -242,11 +263,15 @@ impl Supervisor<'_> {
             Event::Renewed { valid_until } => self.renewed(valid_until),
             Event::LockLost(loss) => self.reported_lost(loss),
             Event::ChildExited { .. } => self.exited(),
+            Event::ChildrenChanged => self.child.reap_orphans(),
             Event::Notice(_) => {}
         }
     }
 
     fn forward(&mut self, signal: libc::c_int, from_terminal: bool) {
+        // Whether or not it is forwarded (the terminal may have delivered it already), the
+        // command was asked to stop, and the budget starts.
+        self.start_stop_budget(signal);
         if from_terminal && self.child.has_terminal() {
             report::verbose(format_args!(
                 "{} came from the terminal, which delivered it to the command already",
@@ -266,6 +291,64 @@ impl Supervisor<'_> {
                 let _ = self.child.signal_group(libc::SIGCONT);
             }
         }
+    }
+
+    /// `--stop-timeout`: the first terminating signal sets when the group is killed if it
+    /// is still there; later ones do not move it. Not bounded by the lease's end as it is
+    /// now: renewals go on meanwhile. If they fail, the lease's own timer ends the command
+    /// by the lease's end (a lost lock), sooner than this.
+    fn start_stop_budget(&mut self, signal: libc::c_int) {
+        let Some(budget) = self.limits.stop_timeout else {
+            return;
+        };
+        if self.stop.is_some()
+            || self.killed_at.is_some()
+            || !matches!(signal, libc::SIGTERM | libc::SIGINT | libc::SIGHUP)
+        {
+            return;
+        }
+        self.stop = Some((signal, Instant::now() + budget));
+    }
+
+    /// Kills the group once the `--stop-timeout` budget has run out.
+    fn stop_due(&mut self, now: Instant) {
+        let Some((signal, _)) = self.stop.filter(|&(_, at)| now >= at) else {
+            return;
+        };
+        if self.killed_at.is_some() {
+            return;
+        }
+        if self.reaped.is_none() && self.child.has_exited() {
+            // Its first process has ended and its exit is about to be heard: only then can
+            // the group be told apart from that process's remains. Looked at again shortly.
+            self.stop = Some((signal, now + LEFTOVER_POLL));
+            return;
+        }
+        // Signal first: reporting could block on a full stderr pipe.
+        let sent = self.child.signal_group(libc::SIGKILL);
+        self.killed_at = Some(now);
+        if self.ending == Ending::Exited {
+            self.ending = Ending::Stopped { signal };
+        }
+        // Its exit status, unless a lost lock or --max-runtime decided it first.
+        let exit_code = [("exit_code", u64::from(128 + signal.unsigned_abs()))];
+        let fields: &[(&str, u64)] = match self.ending {
+            Ending::Stopped { .. } => &exit_code,
+            _ => &[],
+        };
+        report::say(
+            report::Level::Warn,
+            report::LogEvent::StopTimeout,
+            fields,
+            format_args!(
+                "--stop-timeout of {} ran out after {}; killing the command's process group \
+                 (SIGKILL) and releasing {}",
+                report::duration(self.limits.stop_timeout.unwrap_or_default()),
+                signals::name(signal),
+                self.key
+            ),
+        );
+        told(libc::SIGKILL, sent);
     }
 
     fn renewed(&mut self, valid_until: Instant) {
@@ -417,6 +500,9 @@ impl Supervisor<'_> {
         let guardian_killed = self.guardian.is_some_and(Guardian::killed);
         // Even when the status cannot be had, the group is ended before anything else.
         let status = self.child.reap();
+        // Orphans that died while it was unreaped were behind it (see `reap_orphans`). A
+        // few system calls; any other run has nothing there but what `group` reaps.
+        self.child.reap_orphans();
         let left = self.child.group() != Group::Gone;
         let left_processes = left && self.kill_at.is_none();
         let now = Instant::now();

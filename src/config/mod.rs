@@ -51,6 +51,9 @@ pub struct Config {
     pub min_hold: Option<Duration>,
     /// The command is terminated after this long.
     pub max_runtime: Option<Duration>,
+    /// After a terminating signal to redlock-run, its command's group is killed this long
+    /// after (`--stop-timeout`).
+    pub stop_timeout: Option<Duration>,
     /// Program and arguments; `--shell CMD` becomes `/bin/sh -c CMD`.
     pub command: Vec<OsString>,
     /// What waiters see of this holder besides its host, pid and program's name.
@@ -231,6 +234,13 @@ impl Config {
         }
         let min_hold = optional_positive(&args.min_hold, "--min-hold")?;
         let max_runtime = optional_positive(&args.max_runtime, "--max-runtime")?;
+        // Zero is allowed: a caller whose grace period is shorter than any command's
+        // clean-up may want the group killed at once.
+        let stop_timeout = args
+            .stop_timeout
+            .as_deref()
+            .map(|text| bounded("--stop-timeout", text, Duration::ZERO, lease::MAX_DURATION))
+            .transpose()?;
         let (redis, redis_timeout) = check_connection(&args.connection)?;
         if redis.is_quorum() && args.limit > 1 {
             bail!(
@@ -294,6 +304,7 @@ impl Config {
             supersede: args.supersede,
             min_hold,
             max_runtime,
+            stop_timeout,
             command,
             label: args.label,
             eviction: if args.allow_eviction {

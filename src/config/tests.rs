@@ -66,6 +66,20 @@ fn defaults() {
 }
 
 #[test]
+fn stop_timeout_is_optional_and_may_be_zero() {
+    let stop_timeout = |args: &[&str]| config(args).unwrap().stop_timeout;
+    assert_eq!(stop_timeout(&["-k", "job", "--", "true"]), None);
+    assert_eq!(
+        stop_timeout(&["-k", "job", "--stop-timeout", "25", "--", "true"]),
+        Some(Duration::from_secs(25))
+    );
+    assert_eq!(
+        stop_timeout(&["-k", "job", "--stop-timeout", "0", "--", "true"]),
+        Some(Duration::ZERO)
+    );
+}
+
+#[test]
 fn shell_and_prefix() {
     let config = config(&["-k", "job", "--prefix", "", "-c", "a | b"]).unwrap();
     assert_eq!(config.key, Key::from("job"));

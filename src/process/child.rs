@@ -10,6 +10,9 @@
 //!   from the main thread. The rest of the group is the guardian's job (`guardian.rs`).
 //! - redlock-run is a child subreaper, so processes the command leaves behind come back to it
 //!   and can be waited for before the lock is released.
+//! - As PID 1 of a container, every other child that exits is reaped as soon as we hear of
+//!   it (`reap_orphans`): the orphans of the whole container come back to us and nobody
+//!   else will, and the guardian, whose status is of no interest.
 //! - The command's exit is observed with `waitid(WNOWAIT)`: it stays a zombie, its pid and
 //!   group id cannot be reused, until `reap`, so a signal never reaches a stranger.
 //! - A process of the group that runs as another user (`sudo`, a setuid program) may not be
@@ -67,6 +70,12 @@ pub fn prepare() {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
+}
+
+/// Whether this process is PID 1 of its PID namespace (a container's first process): every
+/// orphan in it comes back to this process, which must reap them.
+pub fn is_init() -> bool {
+    std::process::id() == 1
 }
 
 /// Starts the thread that will report the command's exit and stops as events; it waits for
@@ -205,6 +214,42 @@ impl Child {
             let err = io::Error::last_os_error();
             if err.kind() != io::ErrorKind::Interrupted {
                 return Err(err);
+            }
+        }
+    }
+
+    /// Reaps every child of this process that has exited, except the command's first
+    /// process, whose status `reap` collects. Without this, orphans of the command's
+    /// processes outside its group (a daemon that called `setsid`) and ones that die while
+    /// the command runs would stay zombies until redlock-run exits; as PID 1 of a container
+    /// they would fill the process table of a long-running command.
+    pub fn reap_orphans(&self) {
+        loop {
+            // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // Looked at without reaping first: the child found may be the command's first
+            // process, which must stay unreaped for `reap`. Stops are not asked for, so the
+            // watcher still hears of them.
+            // SAFETY: `info` is a valid place for waitid to write to.
+            let rc = unsafe {
+                libc::waitid(
+                    libc::P_ALL,
+                    0,
+                    &mut info,
+                    libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                )
+            };
+            // SAFETY: si_pid is set by waitid, and left 0 when no child has exited.
+            let pid = unsafe { info.si_pid() };
+            // The command's first process may hide others behind it until it is reaped:
+            // `exited` calls this again then.
+            if rc != 0 || pid == 0 || pid == self.pid {
+                return;
+            }
+            let mut status = 0;
+            // SAFETY: `status` is a valid place for waitpid to write to.
+            unsafe {
+                libc::waitpid(pid, &mut status, libc::WNOHANG);
             }
         }
     }

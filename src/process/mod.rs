@@ -11,7 +11,7 @@ mod guardian;
 mod launch;
 mod secrets;
 
-pub use child::{prepare, spawn, watcher, Child, Group, SpawnError};
+pub use child::{is_init, prepare, spawn, watcher, Child, Group, SpawnError};
 pub use guardian::{Guardian, ReadyGuardian};
 pub use launch::Prepared as Command;
 pub use secrets::protect as protect_secrets;

@@ -249,7 +249,7 @@ fn environment(page: &mut String, command: &clap::Command) {
 }
 
 /// The policy table of `src/signals.rs`, row by row, in words.
-const SIGNALS: [(&str, &str); 7] = [
+const SIGNALS: [(&str, &str); 8] = [
     (
         "INT, TERM, HUP, QUIT, USR1, USR2 sent with kill",
         "While waiting for the lock: the wait ends, nothing ran, nothing is left in Redis; exit \
@@ -257,7 +257,9 @@ const SIGNALS: [(&str, &str); 7] = [
          that a calling loop stops). While the command runs: forwarded to the command's \
          process group (INT, TERM, HUP and QUIT followed by CONT, so that a stopped command \
          can act on them); once the command exits the lock is released and redlock-run exits \
-         with the command's status.",
+         with the command's status. With --stop-timeout, a group still there that long after \
+         the first INT, TERM or HUP is killed, the lock released, and the exit status is \
+         128+N.",
     ),
     (
         "Any of those, ignored by the caller",
@@ -278,6 +280,11 @@ const SIGNALS: [(&str, &str); 7] = [
          redlock-run takes the terminal back and stops too, so the shell's fg and bg work; on \
          fg it resumes the command, unless the lease ran out meanwhile (then the command is \
          killed: exit 76).",
+    ),
+    (
+        "CHLD",
+        "As a container's PID 1, while the command runs: orphans, which all come back to \
+         redlock-run, are reaped as they die.",
     ),
     (
         "PIPE",
