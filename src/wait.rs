@@ -90,6 +90,10 @@ pub enum Waited {
         fence: u64,
     },
     TimedOut,
+    /// `--once`, `--once-per`: the work was done meanwhile (`record`: see `Attempt::Done`).
+    Done {
+        record: Vec<u8>,
+    },
     /// The deadline passed while Redis could not be reached (the last attempt failed so).
     Unreachable(anyhow::Error),
     /// A signal arrived; nothing was taken.
@@ -225,6 +229,7 @@ pub fn wait_for_lock(
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
                 }
+                Ok(Attempt::Done { record }) => return Ok(Waited::Done { record }),
                 Ok(Attempt::Busy {
                     holder_ttl,
                     holder,

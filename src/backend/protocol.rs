@@ -16,10 +16,10 @@ use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later};
-use super::layout::{fence_key, limit_key, queue_keys, Channels, Key, LockRequest};
+use super::layout::{done_keys, fence_key, limit_key, queue_keys, Channels, Key, LockRequest};
 use super::notices;
 use super::scripts::{
-    Acquire, Acquisition, Extended, LeaveQueue, RaiseFence, Release, ReleaseReply, Renew,
+    Acquire, Acquisition, Extended, LeaveQueue, OnceArgs, RaiseFence, Release, ReleaseReply, Renew,
 };
 use super::target::RedisTarget;
 use super::vetting::{self, Eviction};
@@ -46,6 +46,11 @@ pub struct SingleRedis {
     server_id: Option<Arc<OnceLock<String>>>,
     /// Whether a server that may evict the lock is used anyway (see `vetting`).
     eviction: Eviction,
+    /// With `--once-per`: this run's arrival by this server's clock, from the first
+    /// attempt it answered (each Redlock node stamps, and judges, by its own clock).
+    stamp_ms: Option<u64>,
+    /// The command succeeded: the release records the work as done.
+    record: bool,
 }
 
 impl SingleRedis {
@@ -66,6 +71,8 @@ impl SingleRedis {
             held: None,
             listening: false,
             server_id: None,
+            stamp_ms: None,
+            record: false,
         })
     }
 
@@ -74,6 +81,25 @@ impl SingleRedis {
     /// under two spellings (`127.1` and `127.0.0.1`, a unix socket and a TCP port).
     pub fn identify(&mut self, id: Arc<OnceLock<String>>) {
         self.server_id = Some(id);
+    }
+
+    /// What the scripts take of `--once` and `--once-per`.
+    fn once_args(&self) -> OnceArgs {
+        let once = &self.lock.once;
+        let [done_key, done_per_key] = done_keys(&self.lock.key);
+        OnceArgs {
+            done_key,
+            done_per_key,
+            id: once.id.clone().unwrap_or_default(),
+            per: once.per.unwrap_or_default(),
+            stamp_ms: self.stamp_ms,
+            remember: once.remember,
+        }
+    }
+
+    /// Marks the command as succeeded: the release records its work (`--once`).
+    pub fn record_success(&mut self) {
+        self.record = self.lock.once.is_on();
     }
 
     /// The key this holder renews and releases: its slot, or the lock's key before it has
@@ -103,6 +129,7 @@ impl SingleRedis {
             listening: self.listening,
             arrival_ms: self.lock.arrival_ms,
             want_run_id: self.server_id.as_ref().is_some_and(|id| id.get().is_none()),
+            once: self.once_args(),
         };
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -118,6 +145,7 @@ impl SingleRedis {
         let server = self.link.display().to_string();
         let server_id = self.server_id.as_ref();
         let (eviction, cluster) = (self.eviction, self.link.is_cluster());
+        let mut stamp_ms = self.stamp_ms;
         loop {
             if retried {
                 end = Instant::now() + self.link.timeout();
@@ -140,6 +168,7 @@ impl SingleRedis {
                 if let Some(id) = server_id.filter(|_| !reply.run_id.is_empty()) {
                     let _ = id.set(reply.run_id);
                 }
+                stamp_ms = stamp_ms.or(reply.stamp_ms);
                 if taken.is_some() {
                     confirm_replicated(session, replica_wait, key);
                 }
@@ -152,6 +181,7 @@ impl SingleRedis {
                 },
                 Ok(reply) => Ok(reply),
             };
+            self.stamp_ms = stamp_ms;
             match reply {
                 Ok((Acquisition::Acquired { slot, fence }, sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot));
@@ -179,6 +209,7 @@ impl SingleRedis {
                         split: false,
                     });
                 }
+                Ok((Acquisition::Done { record }, _)) => return Ok(Attempt::Done { record }),
                 Ok((Acquisition::OtherLimit { other }, _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
@@ -251,6 +282,8 @@ impl SingleRedis {
             limit: self.lock.limit,
             notice: notice.to_string(),
             grace: self.lock.ttl,
+            record: self.record,
+            once: self.once_args(),
         };
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent
@@ -337,6 +370,10 @@ impl LockBackend for SingleRedis {
         // One process releases once, so any fixed suffix keeps its notices distinct.
         let notice = format!("{}#0", self.identity);
         self.release_announcing(keep_for, deadline, &notice)
+    }
+
+    fn record_success(&mut self) {
+        SingleRedis::record_success(self);
     }
 
     fn abandon(&mut self) {

@@ -134,6 +134,23 @@ pub(super) struct Acquire {
     pub arrival_ms: Option<u64>,
     /// Whether to return the server's `run_id`.
     pub want_run_id: bool,
+    /// The --once and --once-per records, and what this run looks for in them.
+    pub once: OnceArgs,
+}
+
+/// What the scripts take of `--once` and `--once-per`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct OnceArgs {
+    pub done_key: Key,
+    pub done_per_key: Key,
+    /// `--once ID`; empty without.
+    pub id: String,
+    /// `--once-per DUR`; zero without.
+    pub per: Duration,
+    /// This run's arrival by this server's clock, once the server told it.
+    pub stamp_ms: Option<u64>,
+    /// `--remember`.
+    pub remember: Duration,
 }
 
 impl Call for Acquire {
@@ -145,6 +162,8 @@ impl Call for Acquire {
         "n+2 fence",
         "n+3 queue",
         "n+4 woken",
+        "n+5 done",
+        "n+6 done_per",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -158,6 +177,10 @@ impl Call for Acquire {
         "arrival_ms",
         "sharded",
         "want_run_id",
+        "once_id",
+        "once_per_ms",
+        "stamp_ms",
+        "remember_ms",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -167,6 +190,8 @@ impl Call for Acquire {
             self.fence_key.clone(),
             self.queue.clone(),
             self.woken.clone(),
+            self.once.done_key.clone(),
+            self.once.done_per_key.clone(),
         ]);
         keys
     }
@@ -184,6 +209,10 @@ impl Call for Acquire {
             number(self.arrival_ms.unwrap_or(0)),
             self.channels.sharded_arg().to_vec(),
             flag(self.want_run_id),
+            self.once.id.clone().into_bytes(),
+            millis(self.once.per),
+            number(self.once.stamp_ms.unwrap_or(0)),
+            millis(self.once.remember),
         ]
     }
 }
@@ -197,6 +226,8 @@ pub(crate) struct AcquireReply {
     pub repaired: u32,
     /// The server's `run_id` when asked for and allowed; empty otherwise.
     pub run_id: String,
+    /// With --once-per: this run's arrival by the server's clock.
+    pub stamp_ms: Option<u64>,
 }
 
 /// The first four elements of `acquire.lua`'s reply.
@@ -215,12 +246,21 @@ pub(crate) enum Acquisition {
     },
     /// The key is used with another limit: `other`, or 0 for a value redlock-run did not write.
     OtherLimit { other: i64 },
+    /// The work is already done (--once, --once-per): `record` says when and by whom.
+    Done { record: Vec<u8> },
 }
 
 impl FromRedisValue for AcquireReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        // The seventh element, the --once-per stamp, is read when there (scripts of this
+        // version always send it).
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let stamp: String = match items.len() {
+            7 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => String::new(),
+        };
         let (status, number, third, ahead, repaired, run_id): (i64, i64, Value, u32, u32, String) =
-            redis::from_redis_value(value)?;
+            redis::from_redis_value(Value::Array(items))?;
         let outcome = match status {
             1 => Acquisition::Acquired {
                 slot: u32::try_from(number)
@@ -234,12 +274,16 @@ impl FromRedisValue for AcquireReply {
                     .filter(|value: &Vec<u8>| !value.is_empty()),
                 ahead,
             },
+            2 => Acquisition::Done {
+                record: redis::from_redis_value(third)?,
+            },
             _ => Acquisition::OtherLimit { other: number },
         };
         Ok(AcquireReply {
             outcome,
             repaired,
             run_id,
+            stamp_ms: stamp.parse().ok().filter(|&stamp: &u64| stamp > 0),
         })
     }
 }
@@ -306,12 +350,23 @@ pub(super) struct Release {
     pub notice: String,
     /// How long a woken waiter has to try.
     pub grace: Duration,
+    /// Whether the command succeeded: the work is then recorded as done.
+    pub record: bool,
+    pub once: OnceArgs,
 }
 
 impl Call for Release {
     type Reply = ReleaseReply;
     const SCRIPT: &'static LazyLock<Script> = &RELEASE;
-    const KEYS: &'static [&'static str] = &["1 slot", "2 queue", "3 woken", "4 limit", "5.. slots"];
+    const KEYS: &'static [&'static str] = &[
+        "1 slot",
+        "2 queue",
+        "3 woken",
+        "4 done",
+        "5 done_per",
+        "6 limit",
+        "7.. slots",
+    ];
     const ARGV: &'static [&'static str] = &[
         "identity",
         "release_channel",
@@ -321,10 +376,20 @@ impl Call for Release {
         "wake_prefix",
         "grace_ms",
         "sharded",
+        "record",
+        "once_id",
+        "stamp_ms",
+        "remember_ms",
     ];
 
     fn keys(&self) -> Vec<Key> {
-        let mut keys = vec![self.slot.clone(), self.queue.clone(), self.woken.clone()];
+        let mut keys = vec![
+            self.slot.clone(),
+            self.queue.clone(),
+            self.woken.clone(),
+            self.once.done_key.clone(),
+            self.once.done_per_key.clone(),
+        ];
         if let Some((limit_key, slots)) = &self.semaphore {
             keys.push(limit_key.clone());
             keys.extend(slots.iter().cloned());
@@ -344,6 +409,10 @@ impl Call for Release {
             self.channels.wake_prefix.as_bytes().to_vec(),
             millis(self.grace),
             self.channels.sharded_arg().to_vec(),
+            flag(self.record),
+            self.once.id.clone().into_bytes(),
+            number(self.once.stamp_ms.unwrap_or(0)),
+            millis(self.once.remember),
         ]
     }
 }

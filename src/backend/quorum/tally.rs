@@ -144,6 +144,10 @@ pub(super) struct AcquireAnswers {
     /// A node that cannot keep a lock (it may evict it: see `vetting`): the whole attempt is
     /// refused, as a majority that leans on such a node may vanish.
     pub(super) unfit: Option<anyhow::Error>,
+    /// The nodes that found the work already done (`--once`), with their records. Only a
+    /// majority of them makes it done: a record on fewer may be a release's that did not
+    /// reach a majority, and the work is then done again.
+    pub(super) done: Vec<(usize, Vec<u8>)>,
 }
 
 impl AcquireAnswers {
@@ -153,6 +157,7 @@ impl AcquireAnswers {
             counted: Vec::new(),
             refusals: Refusals::default(),
             unfit: None,
+            done: Vec::new(),
         }
     }
 
@@ -171,6 +176,12 @@ impl AcquireAnswers {
                 self.tally.no.push(node);
                 self.refusals.seen.push((holder, holder_ttl));
             }
+            // Nothing was taken there: for the tally, a refusal by nobody in particular.
+            Answer::Acquire(Ok(Attempt::Done { record })) => {
+                self.tally.no.push(node);
+                self.refusals.seen.push((None, None));
+                self.done.push((node, record));
+            }
             Answer::Acquire(Err(err)) => {
                 self.tally.fail(node, &err);
                 if is_unfit(&err) && self.unfit.is_none() {
@@ -180,6 +191,7 @@ impl AcquireAnswers {
             _ => {}
         }
         self.unfit.is_some()
+            || self.done.len() >= self.tally.majority
             || self.tally.heard_enough()
             || self.tally.answered() >= self.tally.majority
     }

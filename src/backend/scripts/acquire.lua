@@ -4,6 +4,9 @@
 -- KEYS[n+2] fence: the fence counter
 -- KEYS[n+3] queue: the waiters' queue (sorted set: token -> arrival, server ms)
 -- KEYS[n+4] woken: the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
+-- KEYS[n+5] done: the --once record (hash: ID -> '<when, server ms> <holder's value>')
+-- KEYS[n+6] done_per: the --once-per record (sorted set: '<when> <holder's value>' -> the
+--          successful run's arrival, server ms)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -20,6 +23,11 @@
 --          '0' not
 -- ARGV[11] want_run_id: '1' to return this server's run_id (Redlock: a server named twice,
 --          under two spellings, is found by it), '0' not
+-- ARGV[12] once_id: with --once, its ID; '' without
+-- ARGV[13] once_per_ms: with --once-per, its DUR in ms; '0' without
+-- ARGV[14] stamp_ms: this run's arrival by this server's clock, as the first attempt
+--          returned it; '0' on the first attempt: now, by TIME
+-- ARGV[15] remember_ms: --remember in ms: an older --once record counts as gone
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -41,8 +49,9 @@ if ARGV[11] == '1' then
   end
 end
 
+local stamp = '0'
 local function reply(status, number, text, ahead)
-  return {status, number, text, ahead, repaired, server}
+  return {status, number, text, ahead, repaired, server, stamp}
 end
 
 local n = tonumber(ARGV[4])
@@ -94,6 +103,36 @@ local queue, woken, token, prefix = KEYS[n + 3], KEYS[n + 4], ARGV[6], ARGV[7]
 local listens = ARGV[8] == '1'
 -- Trying is acting on any wake-up this waiter had: it is no longer owed one.
 call('HDEL', woken, token)
+
+-- --once, --once-per: work already done by a run of this key is not done again, whether
+-- this is the run's arrival or its turn after a wait. Checked after the slots, so that a
+-- waiter woken for a free slot hands its wake-up on to the next one as it leaves.
+local done = false
+local once_per = tonumber(ARGV[13])
+if once_per > 0 then
+  stamp = ARGV[14] ~= '0' and ARGV[14] or tostring(now_ms())
+  -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
+  local half = math.floor(once_per / 2)
+  local arrival = tonumber(stamp)
+  done = call('ZRANGEBYSCORE', KEYS[n + 6], '(' .. (arrival - half), '(' .. (arrival + half),
+    'LIMIT', 0, 1)[1] or false
+end
+if not done and ARGV[12] ~= '' then
+  local record = call('HGET', KEYS[n + 5], ARGV[12])
+  if record then
+    local when = tonumber(string.match(record, '^(%d+) '))
+    if when and when >= now_ms() - tonumber(ARGV[15]) then
+      done = record
+    end
+  end
+end
+if done then
+  call('ZREM', queue, token)
+  if #free > 0 then
+    wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms())
+  end
+  return reply(2, 0, done, 0)
+end
 
 local function wait_in_queue(pttl, ahead)
   if listens then

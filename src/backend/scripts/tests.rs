@@ -84,6 +84,7 @@ fn every_script_type_matches_its_header() {
             listening: true,
             arrival_ms: None,
             want_run_id: false,
+            once: OnceArgs::default(),
         },
     );
     check(
@@ -111,6 +112,8 @@ fn every_script_type_matches_its_header() {
             limit: 1,
             notice: String::from("i#0"),
             grace: second,
+            record: false,
+            once: OnceArgs::default(),
         },
     );
     check(
@@ -164,10 +167,26 @@ fn keys_follow_the_header_layout() {
         limit: 3,
         notice: String::new(),
         grace: Duration::from_secs(2),
+        record: false,
+        once: OnceArgs {
+            done_key: key("d"),
+            done_per_key: key("p"),
+            ..OnceArgs::default()
+        },
     };
     let keys = release.keys();
-    assert_eq!(keys[..4], [key("{k}:slot:2"), key("q"), key("w"), key("l")]);
-    assert_eq!(keys[4..], slots);
+    assert_eq!(
+        keys[..6],
+        [
+            key("{k}:slot:2"),
+            key("q"),
+            key("w"),
+            key("d"),
+            key("p"),
+            key("l")
+        ]
+    );
+    assert_eq!(keys[6..], slots);
     let argv = release.argv();
     // A --min-hold remainder under a millisecond is still kept, for 1 ms: 0 would mean none.
     assert_eq!(argv[2], b"1");
