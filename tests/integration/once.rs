@@ -68,6 +68,9 @@ fn five_runs_of_one_id_run_the_command_once() {
     assert_eq!(skipped.len(), 4, "{outs:#?}");
     for out in skipped {
         out.assert_stderr_contains("not running the command");
+        // Woken in turn (each one that finds the work done hands its wake-up on), not left
+        // to look again when the 30s lease would have run out.
+        assert!(out.elapsed < Duration::from_secs(5), "{out:#?}");
     }
 }
 
