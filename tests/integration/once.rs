@@ -146,6 +146,52 @@ fn a_failed_run_records_nothing_and_the_next_one_runs() {
 }
 
 #[test]
+fn min_hold_and_max_runtime() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-hold");
+    let log = dir.join("log");
+    // Recorded with a release that keeps the key until the --min-hold mark: a run that
+    // arrives meanwhile finds the work done rather than waiting for the mark.
+    let run = |extra: &[&str]| {
+        server
+            .cmd()
+            .args(["-k", "held", "--once", "h"])
+            .args(extra)
+            .args(["--shell", &note(&log)])
+            .run()
+    };
+    run(&["--min-hold", "20s"]).assert_code(0);
+    assert!(server.exists(&format!("{PREFIX}held")));
+    let out = run(&[]);
+    out.assert_code(0).assert_stderr_contains("already done");
+    assert!(out.elapsed < Duration::from_secs(10), "{out:#?}");
+    assert_eq!(lines(&log), 1);
+    // --max-runtime ran out: nothing recorded, the next run does the work.
+    server
+        .cmd()
+        .args([
+            "-k",
+            "slow",
+            "--once",
+            "s",
+            "--max-runtime",
+            "1s",
+            "--kill-after",
+            "1s",
+        ])
+        .args(["--", "sleep", "30"])
+        .run()
+        .assert_code(124);
+    server
+        .cmd()
+        .args(["-k", "slow", "--once", "s", "--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 2);
+}
+
+#[test]
 fn another_id_or_no_once_runs_and_the_line_names_who_did_it() {
     let server = RedisServer::start();
     let dir = TempDir::new("once-ids");

@@ -114,8 +114,9 @@ if once_per > 0 then
   -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
   local half = math.floor(once_per / 2)
   local arrival = tonumber(stamp)
-  done = call('ZRANGEBYSCORE', KEYS[n + 6], '(' .. (arrival - half), '(' .. (arrival + half),
-    'LIMIT', 0, 1)[1] or false
+  -- ZRANGE BYSCORE (Redis 6.2), not ZRANGEBYSCORE: the documented ACL user has ZRANGE.
+  done = call('ZRANGE', KEYS[n + 6], '(' .. (arrival - half), '(' .. (arrival + half),
+    'BYSCORE', 'LIMIT', 0, 1)[1] or false
 end
 if not done and ARGV[12] ~= '' then
   local record = call('HGET', KEYS[n + 5], ARGV[12])

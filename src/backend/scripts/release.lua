@@ -47,20 +47,31 @@ if ARGV[9] == '1' then
   if ARGV[10] ~= '' then
     call('HSET', KEYS[4], ARGV[10], record)
     last(KEYS[4])
-    -- IDs recorded longer ago than --remember are forgotten here, a few at a time.
-    if call('HLEN', KEYS[4]) > 64 then
-      local fields = call('HRANDFIELD', KEYS[4], 16, 'WITHVALUES')
-      for i = 1, #fields, 2 do
-        local when = tonumber(string.match(fields[i + 1], '^(%d+) '))
-        if not when or when < now - remember then
-          call('HDEL', KEYS[4], fields[i])
+    -- IDs recorded longer ago than --remember are forgotten here, a few at a time. Best
+    -- effort (redis.pcall): a user whose ACL lacks HLEN or HRANDFIELD keeps them, and they
+    -- count as gone anyway (acquire.lua reads the time in each).
+    local count = redis.pcall('HLEN', KEYS[4])
+    if type(count) == 'number' and count > 64 then
+      local fields = redis.pcall('HRANDFIELD', KEYS[4], 16, 'WITHVALUES')
+      if type(fields) == 'table' and not fields.err then
+        for i = 1, #fields, 2 do
+          local when = tonumber(string.match(fields[i + 1], '^(%d+) '))
+          if not when or when < now - remember then
+            call('HDEL', KEYS[4], fields[i])
+          end
         end
       end
     end
   end
   if ARGV[11] ~= '0' then
     call('ZADD', KEYS[5], ARGV[11], record)
-    call('ZREMRANGEBYSCORE', KEYS[5], '-inf', '(' .. (now - remember))
+    -- Records older than --remember go, a few at a time, with commands the documented
+    -- ACL user has.
+    local old = call('ZRANGE', KEYS[5], '-inf', '(' .. (now - remember), 'BYSCORE', 'LIMIT',
+      0, 16)
+    for _, member in ipairs(old) do
+      call('ZREM', KEYS[5], member)
+    end
     last(KEYS[5])
   end
 end
