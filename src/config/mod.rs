@@ -169,9 +169,9 @@ impl Config {
         let key = full_key(&args.connection.prefix, &name)?;
         if let Some(other) = shares_keys_with(&key) {
             bail!(
-                "invalid --key: {key} would share its keys (lock, fence counter, queue or \
-                 semaphore slots) with the lock {other}, and the two would block each other; \
-                 choose another name"
+                "invalid --key: {key} would share its keys (lock, fence counter, queue, \
+                 semaphore slots or --once records) with the lock {other}, and the two would \
+                 block each other; choose another name"
             );
         }
 

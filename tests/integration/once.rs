@@ -469,3 +469,22 @@ fn redlock_a_majority_decides_already_done() {
         .assert_stderr_contains("by elsewhere");
     assert_eq!(lines(&log), 1);
 }
+
+#[test]
+fn cluster_once_and_once_per() {
+    let cluster = crate::support::deployments::Cluster::start();
+    let dir = TempDir::new("once-cluster");
+    let log = dir.join("log");
+    for flags in [["--once", "v1"], ["--once-per", "1h"]] {
+        for _ in 0..2 {
+            cluster
+                .cmd()
+                .args(["-k", "job"])
+                .args(flags)
+                .args(["--shell", &note(&log)])
+                .run()
+                .assert_code(0);
+        }
+    }
+    assert_eq!(lines(&log), 2);
+}
