@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair supersede min-hold= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
+    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair supersede min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -36,6 +36,9 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-e
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would expire on the server first)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore); every user of the key must pass the same N' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock until DUR after it was taken, even if the command ends sooner (so the same cron line on hosts with skewed clocks runs once)' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once -d 'Run the command only if no run of KEY with this ID has succeeded yet (within --remember); otherwise exit 0 without running it' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Run the command only if no run of KEY with --once-per succeeded whose arrival lies within DUR/2 of this one\'s, by the Redis server\'s clock; otherwise exit 0 without running it' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l remember -d 'How long the record of a --once or --once-per run lasts [default: 7d]' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l stop-timeout -d 'After a SIGTERM, SIGINT or SIGHUP to redlock-run: SIGKILL the command\'s process group if it is still there DUR later, release the lock and exit 128+N' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l label -d 'What waiters and `status` show of this holder besides its host, pid and program\'s name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command\'s arguments are never shown to others' -r

@@ -12,6 +12,8 @@ Exit status:
   N        the command's own status; 128+S if it died from signal S, or if
            redlock-run got signal S and --stop-timeout ran out (the command's
            group was killed)
+  0        also: --once or --once-per found the work already done; the command did
+           not run
   75       lock not obtained: busy with --no-wait, --wait ran out, or the lease ran
            out before the command could start (see -E)
   76       the lock was lost while the command ran; the command was terminated (or
@@ -61,13 +63,13 @@ pub struct Cli {
     /// text (the default): `redlock-run: <message>`, one line per message. json: one JSON
     /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
     /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
-    /// wait_timeout, superseded, not_started, waiting, lost, max_runtime, stop_timeout, usage,
-    /// error, warning, internal_error, step), key and fence once known, exit_code, waited_ms, held_ms and
-    /// renewals where they apply, and message, the text line without its prefix. Both are
-    /// redacted and escaped alike: no password, and control characters from outside only
-    /// as \n, \x1b, …. A command line that cannot be parsed is reported in JSON when
-    /// --log-format json or REDLOCK_LOG_FORMAT=json can be read from it. stdout stays the
-    /// command's.
+    /// wait_timeout, superseded, not_started, already_done, waiting, lost, max_runtime,
+    /// stop_timeout, usage, error, warning, internal_error, step), key and fence once known, exit_code,
+    /// waited_ms, held_ms and renewals where they apply, and message, the text line without
+    /// its prefix. Both are redacted and escaped alike: no password, and control characters
+    /// from outside only as \n, \x1b, …. A command line that cannot be parsed is reported
+    /// in JSON when --log-format json or REDLOCK_LOG_FORMAT=json can be read from it. stdout
+    /// stays the command's.
     #[arg(
         long,
         value_name = "FORMAT",
@@ -286,6 +288,40 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     pub min_hold: Option<String>,
 
+    /// Run the command only if no run of KEY with this ID has succeeded yet (within
+    /// --remember); otherwise exit 0 without running it
+    ///
+    /// A run whose command exits 0 records "done ID" for the key in the same step as its
+    /// release. A later run of the key with the same ID that finds the record, when it
+    /// arrives or when its turn comes after a wait, does not run its command: it prints
+    /// when and by which host and label the work was done, and exits 0. A run that fails
+    /// (non-zero exit, signal, lost lock, --max-runtime) records nothing, so the next one
+    /// runs the command again. Runs with another ID, or without --once, are not affected.
+    /// ID: 1 to 256 bytes of UTF-8 text (a release, a commit, a date). Refused with
+    /// --limit above 1. With several servers (Redlock), a majority of them decides.
+    #[arg(long, value_name = "ID")]
+    pub once: Option<std::ffi::OsString>,
+
+    /// Run the command only if no run of KEY with --once-per succeeded whose arrival lies
+    /// within DUR/2 of this one's, by the Redis server's clock; otherwise exit 0 without
+    /// running it
+    ///
+    /// Each run is stamped with the Redis server's clock when it first reaches it, never
+    /// this host's, so the same crontab line on hosts whose clocks differ by less than DUR/2
+    /// runs once per firing, and the next firing, DUR later, runs again. DUR: a duration as
+    /// for --ttl, at least 1s, at most ten years (usually the schedule's period). Refused
+    /// with --limit above 1. With several servers (Redlock), each judges by its own clock
+    /// and a majority decides.
+    #[arg(long, value_name = "DUR")]
+    pub once_per: Option<String>,
+
+    /// How long the record of a --once or --once-per run lasts [default: 7d]
+    ///
+    /// A duration as for --ttl, above zero and at most ten years. A --once ID recorded
+    /// longer ago than DUR counts as not done. Refused without --once or --once-per.
+    #[arg(long, value_name = "DUR")]
+    pub remember: Option<String>,
+
     /// Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124
     ///
     /// A duration as for --ttl, above zero and at most ten years, counted from the
@@ -498,7 +534,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 31] = [
+        const OPTIONS: [&str; 34] = [
             "-k",
             "--key",
             "-r",
@@ -514,6 +550,9 @@ mod tests {
             "--limit",
             "--fair",
             "--supersede",
+            "--once",
+            "--once-per",
+            "--remember",
             "--min-hold",
             "--max-runtime",
             "--stop-timeout",

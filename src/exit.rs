@@ -33,6 +33,9 @@ pub enum Outcome {
     NotFound,
     /// redlock-run itself failed before the command ran: usage, Redis, auth, TLS.
     Failed,
+    /// `--once`, `--once-per`: a run of the key already did the work; the command did not
+    /// run.
+    AlreadyDone,
     /// `status`: held; `list`, `release`: done.
     Done,
     /// `status`: the lock is free; `release`: there was nothing to release.
@@ -79,7 +82,7 @@ impl Outcome {
             Outcome::CannotExecute => CANNOT_EXECUTE,
             Outcome::NotFound => NOT_FOUND,
             Outcome::Failed => WRAPPER_FAILED,
-            Outcome::Done => 0,
+            Outcome::AlreadyDone | Outcome::Done => 0,
             Outcome::Free => 1,
         }
     }

@@ -55,6 +55,37 @@ pub fn newer_run(value: Option<&[u8]>) -> String {
     }
 }
 
+/// Who did the work a `--once` or `--once-per` record holds (`<when, server ms> <that
+/// holder's value>`), and when: `at 2026-11-25T03:00:01Z by web-3 (nightly report)`, and
+/// that time in ms since the epoch by the server's clock.
+pub fn done_by(record: &[u8]) -> (Option<u64>, String) {
+    let (when, value) = match record.iter().position(|&byte| byte == b' ') {
+        Some(space) => (&record[..space], &record[space + 1..]),
+        None => (record, &[][..]),
+    };
+    let when: Option<u64> = std::str::from_utf8(when)
+        .ok()
+        .and_then(|when| when.parse().ok());
+    let at = when.map_or_else(
+        || String::from("at an unknown time"),
+        |ms| {
+            let time = std::time::UNIX_EPOCH + Duration::from_millis(ms);
+            format!("at {}", humantime::format_rfc3339_seconds(time))
+        },
+    );
+    let by = match Holder::parse(value) {
+        Some(holder) => {
+            let host = escape(holder.host.as_deref().unwrap_or("an unknown host")).into_owned();
+            match &holder.label {
+                Some(label) => format!("{host} ({})", escape(label)),
+                None => host,
+            }
+        }
+        None => String::from("an unknown holder"),
+    };
+    (when, format!("{at} by {by}"))
+}
+
 /// What stands between a waiter and the lock, as the last attempt found it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocker {

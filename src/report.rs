@@ -86,6 +86,8 @@ pub enum LogEvent {
     NotStarted,
     /// Waiting for the lock, and who holds it.
     Waiting,
+    /// `--once`, `--once-per`: the work was already done; the command is not run.
+    AlreadyDone,
     Started,
     Renewed,
     /// The lock was lost while the command ran.
@@ -115,6 +117,7 @@ impl LogEvent {
             LogEvent::Superseded => "superseded",
             LogEvent::NotStarted => "not_started",
             LogEvent::Waiting => "waiting",
+            LogEvent::AlreadyDone => "already_done",
             LogEvent::Started => "started",
             LogEvent::Renewed => "renewed",
             LogEvent::Lost => "lost",

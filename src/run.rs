@@ -130,6 +130,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
 
     let lock = LockRequest {
         supersede: config.supersede,
+        once: (*config.once).clone(),
         ..LockRequest::new(
             config.key.clone(),
             config.timing.ttl,
@@ -244,6 +245,15 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     // The group is gone (or supervision failed and nothing more can be done for it).
     let backend = renewer.stop();
     supervise::catch_up(&events, &mut lease);
+    // Only a command that exited 0 on its own, the lock held throughout as far as the
+    // supervisor saw, has its work recorded (`--once`); the release script records it
+    // only if the key is still ours.
+    let succeeded = supervised
+        .as_ref()
+        .is_ok_and(|s| s.ending == Ending::Exited && s.status.success());
+    if succeeded && config.once.is_on() {
+        renew::lock_backend(&backend).record_success();
+    }
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
     let found = release(&mut **renew::lock_backend(&backend), config, &lease);
     record.released = Some(Instant::now());
@@ -340,6 +350,7 @@ fn acquire(
             backend.abandon();
             return Ok(superseded(config, newer.as_deref()));
         }
+        Ok(Attempt::Done { record }) => return Ok(already_done(config, &record)),
         Ok(Attempt::Busy { holder, ahead, .. }) => {
             let blocker = Blocker { holder, ahead };
             refuse_nested(config, &blocker)?;
@@ -389,6 +400,8 @@ fn acquire(
             fence,
             guardian,
         }),
+        // The script left the queue, handing on any wake-up.
+        Waited::Done { record } => Ok(already_done(config, &record)),
         Waited::TimedOut => {
             backend.abandon();
             report::info_as(
@@ -425,6 +438,29 @@ fn acquire(
             Ok(Acquisition::Ended(Outcome::Interrupted { signal }))
         }
     }
+}
+
+/// `--once`, `--once-per`: the work is done; the command does not run, and the run
+/// succeeds, as the command did.
+fn already_done(config: &Config, record: &[u8]) -> Acquisition {
+    let (when, by) = crate::holder::done_by(record);
+    let mut fields = vec![("exit_code", 0)];
+    if let Some(when) = when {
+        fields.push(("done_at_ms", when));
+    }
+    let what = match &config.once.id {
+        Some(id) => format!("--once {}", report::escape(id)),
+        None => String::from("--once-per"),
+    };
+    report::info_as(
+        report::LogEvent::AlreadyDone,
+        &fields,
+        format_args!(
+            "{} already done ({what}) {by}; not running the command",
+            config.key
+        ),
+    );
+    Acquisition::Ended(Outcome::AlreadyDone)
 }
 
 /// A run started by the command of the run that holds this very lock (its token holds the

@@ -90,6 +90,10 @@ pub enum Waited {
         fence: u64,
     },
     TimedOut,
+    /// `--once`, `--once-per`: the work was done meanwhile (`record`: see `Attempt::Done`).
+    Done {
+        record: Vec<u8>,
+    },
     /// The deadline passed while Redis could not be reached (the last attempt failed so).
     Unreachable(anyhow::Error),
     /// A signal arrived; nothing was taken.
@@ -231,6 +235,7 @@ pub fn wait_for_lock(
                     return Ok(Waited::Acquired { sent_at, fence })
                 }
                 Ok(Attempt::Superseded { newer }) => return Ok(Waited::Superseded { newer }),
+                Ok(Attempt::Done { record }) => return Ok(Waited::Done { record }),
                 Ok(Attempt::Busy {
                     holder_ttl,
                     holder,

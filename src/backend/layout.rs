@@ -28,6 +28,10 @@
 //! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
 //!   (server time, ms): one that does not try within a lease's length counts as gone. An
 //!   entry that is not such a time is removed, with a warning (`woken_since`).
+//! - `{K}:done`: with `--once`, a hash of the IDs whose work succeeded: ID ->
+//!   `<when, server ms> <the value of the holder that did it>`; `{K}:done:per`: with
+//!   `--once-per`, a sorted set of the same records by the successful run's arrival (server
+//!   ms). Both last `--remember`, and are written by the release that ends the run.
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
@@ -77,6 +81,25 @@ pub struct LockRequest {
     pub arrival_ms: Option<u64>,
     /// `--supersede`: a newer superseding waiter ends this one's wait.
     pub supersede: bool,
+    /// `--once`, `--once-per`: the work done once per ID or per firing.
+    pub once: Once,
+}
+
+/// What `--once ID` and `--once-per DUR` ask of a run: not to run its command when a run of
+/// the same key already succeeded with the same ID, or arrived within `per / 2` of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Once {
+    pub id: Option<String>,
+    pub per: Option<Duration>,
+    /// `--remember`: how long a record lasts.
+    pub remember: Duration,
+}
+
+impl Once {
+    /// Whether either flag was given.
+    pub fn is_on(&self) -> bool {
+        self.id.is_some() || self.per.is_some()
+    }
 }
 
 impl LockRequest {
@@ -116,6 +139,7 @@ impl LockRequest {
             fair,
             arrival_ms: None,
             supersede: false,
+            once: Once::default(),
         }
     }
 
@@ -206,6 +230,11 @@ pub fn supersede_key(key: &Key) -> Key {
     sibling_key(key, b":supersede")
 }
 
+/// The records of work done of lock `key`: `--once`'s, `--once-per`'s.
+pub fn done_keys(key: &Key) -> [Key; 2] {
+    [sibling_key(key, b":done"), sibling_key(key, b":done:per")]
+}
+
 /// The waiters' queue of lock `key` and the record of those woken (see the module doc).
 pub fn queue_keys(key: &Key) -> [Key; 2] {
     [
@@ -216,9 +245,11 @@ pub fn queue_keys(key: &Key) -> [Key; 2] {
 
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 6] = [
+const INTERNAL_SUFFIXES: [&[u8]; 8] = [
     b":fence",
     b":supersede",
+    b":done",
+    b":done:per",
     b":limit",
     b":queue",
     b":queue:woken",

@@ -37,7 +37,7 @@ use anyhow::Result;
 pub use error::{is_refused_by_acl, is_transient, is_try_later};
 pub use key::shown;
 pub use layout::{
-    colocates, lock_of_internal_key, shares_keys_with, Holder, Key, LockRequest, MAX_KEY_LEN,
+    colocates, lock_of_internal_key, shares_keys_with, Holder, Key, LockRequest, Once, MAX_KEY_LEN,
     MAX_LABEL_LEN, MAX_LIMIT,
 };
 pub use notices::cannot_subscribe;
@@ -90,6 +90,10 @@ pub enum Attempt {
     /// majority of the Redlock nodes). `newer` is its value: its identity and metadata.
     /// This waiter has left the queue.
     Superseded { newer: Option<Vec<u8>> },
+    /// `--once`, `--once-per`: a run of this key already did the work (with Redlock, so
+    /// say a majority of the nodes). `record` is `<when, server ms> <that holder's value>`.
+    /// Nothing was taken.
+    Done { record: Vec<u8> },
 }
 
 /// The result of one renewal.
@@ -215,6 +219,10 @@ pub trait LockBackend: Send {
     /// past the lease's end; within it, a release that got no answer is looked into (its
     /// key read back) before it counts as failed.
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released>;
+
+    /// The command succeeded: the next release records the work as done (`--once`,
+    /// `--once-per`), in the same script, so that the record and the release are one step.
+    fn record_success(&mut self);
 
     /// Stop waiting: leave the waiters' queue, if in it. Best effort, bounded by the timeout.
     fn abandon(&mut self);

@@ -16,10 +16,12 @@ use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later};
-use super::layout::{fence_key, limit_key, queue_keys, supersede_key, Channels, Key, LockRequest};
+use super::layout::{
+    done_keys, fence_key, limit_key, queue_keys, supersede_key, Channels, Key, LockRequest,
+};
 use super::notices;
 use super::scripts::{
-    Acquire, Acquisition, Extended, LeaveQueue, RaiseFence, Release, ReleaseReply, Renew,
+    Acquire, Acquisition, Extended, LeaveQueue, OnceArgs, RaiseFence, Release, ReleaseReply, Renew,
 };
 use super::target::RedisTarget;
 use super::vetting::{self, Eviction};
@@ -49,6 +51,11 @@ pub struct SingleRedis {
     /// Whether this server answered an attempt of this waiter: with `--supersede`, it has
     /// arrived there, and another's value in the registry is then a newer waiter's.
     arrived: bool,
+    /// With `--once-per`: this run's arrival by this server's clock, from the first
+    /// attempt it answered (each Redlock node stamps, and judges, by its own clock).
+    stamp_ms: Option<u64>,
+    /// The command succeeded: the release records the work as done.
+    record: bool,
 }
 
 impl SingleRedis {
@@ -70,6 +77,8 @@ impl SingleRedis {
             listening: false,
             server_id: None,
             arrived: false,
+            stamp_ms: None,
+            record: false,
         })
     }
 
@@ -78,6 +87,25 @@ impl SingleRedis {
     /// under two spellings (`127.1` and `127.0.0.1`, a unix socket and a TCP port).
     pub fn identify(&mut self, id: Arc<OnceLock<String>>) {
         self.server_id = Some(id);
+    }
+
+    /// What the scripts take of `--once` and `--once-per`.
+    fn once_args(&self) -> OnceArgs {
+        let once = &self.lock.once;
+        let [done_key, done_per_key] = done_keys(&self.lock.key);
+        OnceArgs {
+            done_key,
+            done_per_key,
+            id: once.id.clone().unwrap_or_default(),
+            per: once.per.unwrap_or_default(),
+            stamp_ms: self.stamp_ms,
+            remember: once.remember,
+        }
+    }
+
+    /// Marks the command as succeeded: the release records its work (`--once`).
+    pub fn record_success(&mut self) {
+        self.record = self.lock.once.is_on();
     }
 
     /// The key this holder renews and releases: its slot, or the lock's key before it has
@@ -110,6 +138,7 @@ impl SingleRedis {
             supersede_key: supersede_key(&self.lock.key),
             supersede: self.lock.supersede,
             arrived: self.arrived,
+            once: self.once_args(),
         };
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -125,6 +154,7 @@ impl SingleRedis {
         let server = self.link.display().to_string();
         let server_id = self.server_id.as_ref();
         let (eviction, cluster) = (self.eviction, self.link.is_cluster());
+        let mut stamp_ms = self.stamp_ms;
         loop {
             if retried {
                 end = Instant::now() + self.link.timeout();
@@ -147,6 +177,7 @@ impl SingleRedis {
                 if let Some(id) = server_id.filter(|_| !reply.run_id.is_empty()) {
                     let _ = id.set(reply.run_id);
                 }
+                stamp_ms = stamp_ms.or(reply.stamp_ms);
                 if taken.is_some() {
                     confirm_replicated(session, replica_wait, key);
                 }
@@ -159,6 +190,7 @@ impl SingleRedis {
                 },
                 Ok(reply) => Ok(reply),
             };
+            self.stamp_ms = stamp_ms;
             match reply {
                 Ok((Acquisition::Acquired { slot, fence }, sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot));
@@ -191,6 +223,7 @@ impl SingleRedis {
                     self.arrived = true;
                     return Ok(Attempt::Superseded { newer });
                 }
+                Ok((Acquisition::Done { record }, _)) => return Ok(Attempt::Done { record }),
                 Ok((Acquisition::OtherLimit { other }, _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
@@ -263,6 +296,8 @@ impl SingleRedis {
             limit: self.lock.limit,
             notice: notice.to_string(),
             grace: self.lock.ttl,
+            record: self.record,
+            once: self.once_args(),
         };
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent
@@ -349,6 +384,10 @@ impl LockBackend for SingleRedis {
         // One process releases once, so any fixed suffix keeps its notices distinct.
         let notice = format!("{}#0", self.identity);
         self.release_announcing(keep_for, deadline, &notice)
+    }
+
+    fn record_success(&mut self) {
+        SingleRedis::record_success(self);
     }
 
     fn abandon(&mut self) {

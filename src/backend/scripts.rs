@@ -140,6 +140,23 @@ pub(super) struct Acquire {
     pub supersede: bool,
     /// Whether an earlier attempt of this waiter was answered by this server.
     pub arrived: bool,
+    /// The --once and --once-per records, and what this run looks for in them.
+    pub once: OnceArgs,
+}
+
+/// What the scripts take of `--once` and `--once-per`.
+#[derive(Debug, Clone, Default)]
+pub(super) struct OnceArgs {
+    pub done_key: Key,
+    pub done_per_key: Key,
+    /// `--once ID`; empty without.
+    pub id: String,
+    /// `--once-per DUR`; zero without.
+    pub per: Duration,
+    /// This run's arrival by this server's clock, once the server told it.
+    pub stamp_ms: Option<u64>,
+    /// `--remember`.
+    pub remember: Duration,
 }
 
 impl Call for Acquire {
@@ -152,6 +169,8 @@ impl Call for Acquire {
         "n+3 queue",
         "n+4 woken",
         "n+5 supersede",
+        "n+6 done",
+        "n+7 done_per",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -167,6 +186,10 @@ impl Call for Acquire {
         "want_run_id",
         "supersede",
         "arrived",
+        "once_id",
+        "once_per_ms",
+        "stamp_ms",
+        "remember_ms",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -177,6 +200,8 @@ impl Call for Acquire {
             self.queue.clone(),
             self.woken.clone(),
             self.supersede_key.clone(),
+            self.once.done_key.clone(),
+            self.once.done_per_key.clone(),
         ]);
         keys
     }
@@ -196,6 +221,10 @@ impl Call for Acquire {
             flag(self.want_run_id),
             flag(self.supersede),
             flag(self.arrived),
+            self.once.id.clone().into_bytes(),
+            millis(self.once.per),
+            number(self.once.stamp_ms.unwrap_or(0)),
+            millis(self.once.remember),
         ]
     }
 }
@@ -209,6 +238,8 @@ pub(crate) struct AcquireReply {
     pub repaired: u32,
     /// The server's `run_id` when asked for and allowed; empty otherwise.
     pub run_id: String,
+    /// With --once-per: this run's arrival by the server's clock.
+    pub stamp_ms: Option<u64>,
 }
 
 /// The first four elements of `acquire.lua`'s reply.
@@ -230,12 +261,21 @@ pub(crate) enum Acquisition {
     /// A newer `--supersede` waiter arrived; `newer` is its value (identity and metadata).
     /// This waiter has left the queue.
     Superseded { newer: Option<Vec<u8>> },
+    /// The work is already done (--once, --once-per): `record` says when and by whom.
+    Done { record: Vec<u8> },
 }
 
 impl FromRedisValue for AcquireReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        // The seventh element, the --once-per stamp, is read when there (scripts of this
+        // version always send it).
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let stamp: String = match items.len() {
+            7 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => String::new(),
+        };
         let (status, number, third, ahead, repaired, run_id): (i64, i64, Value, u32, u32, String) =
-            redis::from_redis_value(value)?;
+            redis::from_redis_value(Value::Array(items))?;
         let outcome = match status {
             1 => Acquisition::Acquired {
                 slot: u32::try_from(number)
@@ -254,12 +294,16 @@ impl FromRedisValue for AcquireReply {
                     .ok()
                     .filter(|value: &Vec<u8>| !value.is_empty()),
             },
+            3 => Acquisition::Done {
+                record: redis::from_redis_value(third)?,
+            },
             _ => Acquisition::OtherLimit { other: number },
         };
         Ok(AcquireReply {
             outcome,
             repaired,
             run_id,
+            stamp_ms: stamp.parse().ok().filter(|&stamp: &u64| stamp > 0),
         })
     }
 }
@@ -326,12 +370,23 @@ pub(super) struct Release {
     pub notice: String,
     /// How long a woken waiter has to try.
     pub grace: Duration,
+    /// Whether the command succeeded: the work is then recorded as done.
+    pub record: bool,
+    pub once: OnceArgs,
 }
 
 impl Call for Release {
     type Reply = ReleaseReply;
     const SCRIPT: &'static LazyLock<Script> = &RELEASE;
-    const KEYS: &'static [&'static str] = &["1 slot", "2 queue", "3 woken", "4 limit", "5.. slots"];
+    const KEYS: &'static [&'static str] = &[
+        "1 slot",
+        "2 queue",
+        "3 woken",
+        "4 done",
+        "5 done_per",
+        "6 limit",
+        "7.. slots",
+    ];
     const ARGV: &'static [&'static str] = &[
         "identity",
         "release_channel",
@@ -341,10 +396,20 @@ impl Call for Release {
         "wake_prefix",
         "grace_ms",
         "sharded",
+        "record",
+        "once_id",
+        "stamp_ms",
+        "remember_ms",
     ];
 
     fn keys(&self) -> Vec<Key> {
-        let mut keys = vec![self.slot.clone(), self.queue.clone(), self.woken.clone()];
+        let mut keys = vec![
+            self.slot.clone(),
+            self.queue.clone(),
+            self.woken.clone(),
+            self.once.done_key.clone(),
+            self.once.done_per_key.clone(),
+        ];
         if let Some((limit_key, slots)) = &self.semaphore {
             keys.push(limit_key.clone());
             keys.extend(slots.iter().cloned());
@@ -364,6 +429,10 @@ impl Call for Release {
             self.channels.wake_prefix.as_bytes().to_vec(),
             millis(self.grace),
             self.channels.sharded_arg().to_vec(),
+            flag(self.record),
+            self.once.id.clone().into_bytes(),
+            number(self.once.stamp_ms.unwrap_or(0)),
+            millis(self.once.remember),
         ]
     }
 }

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::backend::{
     colocates, holds_secret, lock_of_internal_key, shares_keys_with, Deployment, Eviction, Key,
-    Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+    Once, Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
@@ -54,6 +54,9 @@ pub struct Config {
     /// After a terminating signal to redlock-run, its command's group is killed this long
     /// after (`--stop-timeout`).
     pub stop_timeout: Option<Duration>,
+    /// `--once`, `--once-per`, `--remember` (boxed: most runs pass none, and `Task` stays
+    /// small).
+    pub once: Box<Once>,
     /// Program and arguments; `--shell CMD` becomes `/bin/sh -c CMD`.
     pub command: Vec<OsString>,
     /// What waiters see of this holder besides its host, pid and program's name.
@@ -171,9 +174,9 @@ impl Config {
         let key = full_key(&args.connection.prefix, &name)?;
         if let Some(other) = shares_keys_with(&key) {
             bail!(
-                "invalid --key: {key} would share its keys (lock, fence counter, queue or \
-                 semaphore slots) with the lock {other}, and the two would block each other; \
-                 choose another name"
+                "invalid --key: {key} would share its keys (lock, fence counter, queue, \
+                 semaphore slots or --once records) with the lock {other}, and the two would \
+                 block each other; choose another name"
             );
         }
 
@@ -241,6 +244,12 @@ impl Config {
             .as_deref()
             .map(|text| bounded("--stop-timeout", text, Duration::ZERO, lease::MAX_DURATION))
             .transpose()?;
+        let once = Box::new(once(
+            &args.once,
+            &args.once_per,
+            &args.remember,
+            args.limit,
+        )?);
         let (redis, redis_timeout) = check_connection(&args.connection)?;
         if redis.is_quorum() && args.limit > 1 {
             bail!(
@@ -305,6 +314,7 @@ impl Config {
             min_hold,
             max_runtime,
             stop_timeout,
+            once,
             command,
             label: args.label,
             eviction: if args.allow_eviction {
@@ -337,6 +347,63 @@ impl Config {
 /// The `REDLOCK_TOKEN` of the run whose command started this one, if that run holds `key`
 /// by name (the variables a run gives its command, README, "Environment given to the
 /// command").
+/// Longest `--once` ID, in bytes: it is stored as a field beside the lock.
+pub const MAX_ONCE_ID_LEN: usize = 256;
+/// How long a `--once` record lasts without `--remember`.
+const DEFAULT_REMEMBER: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `--once`, `--once-per` and `--remember`, checked.
+fn once(
+    id: &Option<OsString>,
+    per: &Option<String>,
+    remember: &Option<String>,
+    limit: u32,
+) -> Result<Once> {
+    let id = match id {
+        None => None,
+        Some(id) => {
+            let Some(text) = id.to_str() else {
+                bail!(
+                    "invalid --once: it is not valid UTF-8; an ID is 1 to {MAX_ONCE_ID_LEN} \
+                     bytes of UTF-8 text"
+                );
+            };
+            if text.is_empty() || text.len() > MAX_ONCE_ID_LEN {
+                bail!(
+                    "invalid --once: it is {} bytes long; an ID is 1 to {MAX_ONCE_ID_LEN} bytes \
+                     of UTF-8 text",
+                    text.len()
+                );
+            }
+            Some(text.to_string())
+        }
+    };
+    let per = match per {
+        None => None,
+        Some(text) => Some(bounded(
+            "--once-per",
+            text,
+            Duration::from_secs(1),
+            lease::MAX_DURATION,
+        )?),
+    };
+    let once = Once {
+        id,
+        per,
+        remember: optional_positive(remember, "--remember")?.unwrap_or(DEFAULT_REMEMBER),
+    };
+    if remember.is_some() && !once.is_on() {
+        bail!("--remember needs --once or --once-per: it says how long their record lasts");
+    }
+    if once.is_on() && limit > 1 {
+        bail!(
+            "--once and --once-per need --limit 1: with several holders at once, the same \
+             work could run twice before either records it"
+        );
+    }
+    Ok(once)
+}
+
 fn outer_token(key: &Key) -> Option<String> {
     let outer_key = std::env::var_os("REDLOCK_KEY")?;
     if outer_key.as_bytes() != key.as_bytes() {

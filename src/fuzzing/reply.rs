@@ -1,6 +1,7 @@
 //! Redis replies, as the redis crate reads them off the wire, given to every reader.
 
 use super::*;
+use crate::holder;
 
 /// A Redis reply (RESP2 or RESP3, as the redis crate reads it off the wire), given to
 /// every reader of a reply: `CLUSTER SLOTS`, `SENTINEL GET-MASTER-ADDR-BY-NAME`, `ROLE`, and
@@ -45,14 +46,19 @@ pub(super) fn read_script_replies(value: Value) {
             assert!(view.holder_slot(&identity).is_some());
         }
     }
-    // ACQUIRE: acquired or busy, with the fence and a holder's value.
+    // ACQUIRE: acquired, busy with a holder's value, superseded by a newer run (`--supersede`),
+    // or already done (`--once`): what is said of each is one line.
     if let Ok(reply) = redis::from_redis_value::<AcquireReply>(value.clone()) {
-        if let Acquisition::Busy {
-            holder: Some(holder),
-            ..
-        } = reply.outcome
-        {
-            lock_value(&holder);
+        match reply.outcome {
+            Acquisition::Busy {
+                holder: Some(holder),
+                ..
+            } => lock_value(&holder),
+            Acquisition::Superseded { newer } => {
+                assert_plain_line(&holder::newer_run(newer.as_deref()));
+            }
+            Acquisition::Done { record } => assert_plain_line(&holder::done_by(&record).1),
+            _ => {}
         }
     }
     // SCAN: a cursor and key names.

@@ -252,3 +252,28 @@ fn no_credentials_on_a_protected_server_says_authentication_required() {
             .assert_stderr_lacks("protocol error");
     }
 }
+
+/// `--once` and `--once-per` need nothing beyond the documented user: the work is recorded
+/// and found, and a second run skips it.
+#[test]
+fn the_minimal_acl_user_can_run_once() {
+    let (server, url) = server_with_user(&minimal_rules(&[]));
+    let dir = TempDir::new("acl-once");
+    let log = dir.join("log");
+    let note = format!("echo x >> '{}'", log.display());
+    for flags in [["--once", "v1"], ["--once-per", "1h"]] {
+        for _ in 0..2 {
+            Wrapper::new(&url)
+                .args(["-k", "once"])
+                .args(flags)
+                .args(["--shell", &note])
+                .run()
+                .assert_code(0)
+                .assert_stderr_lacks("warning");
+        }
+    }
+    let lines = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(lines.lines().count(), 2, "{lines}");
+    assert!(server.exists("{redlock:once}:done"));
+    assert!(server.exists("{redlock:once}:done:per"));
+}

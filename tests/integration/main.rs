@@ -12,6 +12,7 @@ mod faults;
 mod keys;
 mod lease;
 mod logs;
+mod once;
 mod operators;
 mod pauses;
 mod pid1;

@@ -1,7 +1,8 @@
 //! `--supersede`: a waiting run gives way (exit 77, its command never run) to a newer
 //! superseding run of the same key, within a second of the newer one's arrival; holders and
 //! waiters without the flag are never dropped; `--fair` keeps the survivors' order; a
-//! Redlock quorum decides by a majority of its nodes; `--no-wait` with it is refused.
+//! Redlock quorum decides by a majority of its nodes; `--no-wait` with it is refused; with
+//! `--once`, work already done wins over superseding.
 //!
 //! What this module does not own: waiting itself (`waiting`, `waiters`), the fair queue
 //! (`operators`). Keys beyond `PREFIX + KEY` are used only as `src/backend/layout.rs`
@@ -274,5 +275,47 @@ fn a_cluster_supersedes_on_the_locks_slot() {
     holder.let_go();
     holder.wait().assert_code(0);
     s2.wait().assert_code(0);
+    assert_eq!(lines(&order), ["s2"]);
+}
+
+/// With `--once` too, "already done" is checked before superseding (docs/policies.md): a
+/// waiting superseding run that finds the work done once its turn comes exits 0, even when
+/// the registry names a newer run; one that finds it done on arrival takes no one's place.
+#[test]
+fn already_done_wins_over_superseding() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("supersede-once");
+    let order = dir.join("order");
+    let cmd = || server.cmd().args(["-k", "both"]);
+    let holder = hold(cmd().args(["--once", "v1"]), &dir, "holder");
+    let s1 = waiter(cmd().args(["--supersede", "--once", "v1"]), "s1", &order);
+    wait_registered(&[&server], "both", s1.pid());
+    wait_queued(&server, "both", 1);
+    // A newer superseding run, as the registry would name it: s1 would give way at its next
+    // try, but the holder's success, recorded by its release, comes first.
+    server.set(
+        &registry_key("both"),
+        r#"{"token":"someone-else","host":"elsewhere","pid":1}"#,
+    );
+    holder.let_go();
+    holder.wait().assert_code(0);
+    s1.wait_within(Duration::from_secs(15))
+        .assert_code(0)
+        .assert_stderr_contains("already done (--once v1)")
+        .assert_stderr_lacks("superseded");
+
+    // A superseding waiter s2 behind a plain holder; a superseding run whose work is done
+    // (s3) leaves on arrival, exit 0, and s2 stays the newest: it runs.
+    let holder = hold(cmd(), &dir, "holder2");
+    let s2 = waiter(cmd().arg("--supersede"), "s2", &order);
+    wait_registered(&[&server], "both", s2.pid());
+    waiter(cmd().args(["--supersede", "--once", "v1"]), "s3", &order)
+        .wait_within(Duration::from_secs(15))
+        .assert_code(0)
+        .assert_stderr_contains("already done (--once v1)");
+    wait_registered(&[&server], "both", s2.pid());
+    holder.let_go();
+    holder.wait().assert_code(0);
+    s2.wait().assert_code(0).assert_stderr_lacks("superseded");
     assert_eq!(lines(&order), ["s2"]);
 }

@@ -82,6 +82,10 @@ fn bookkeeping_keys_are_recognised() {
     };
     assert_eq!(owner("{redlock:a}:fence").as_deref(), Some("redlock:a"));
     assert_eq!(owner("{redlock:a}:slot:3").as_deref(), Some("redlock:a"));
+    // The --once records are the lock's own too: never listed, never a lock's name.
+    assert_eq!(owner("{redlock:a}:done").as_deref(), Some("redlock:a"));
+    assert_eq!(owner("{redlock:a}:done:per").as_deref(), Some("redlock:a"));
+    assert_eq!(owner("{redlock:a}:supersede").as_deref(), Some("redlock:a"));
     assert_eq!(
         owner("{redlock:a}:queue:alive").as_deref(),
         Some("redlock:a")
@@ -181,6 +185,9 @@ proptest! {
             slot_key(&key, slot),
             queue_keys(&key)[0].clone(),
             queue_keys(&key)[1].clone(),
+            done_keys(&key)[0].clone(),
+            done_keys(&key)[1].clone(),
+            supersede_key(&key),
         ];
         for sibling in siblings {
             let lock = lock_of_internal_key(&sibling);

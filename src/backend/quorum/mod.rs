@@ -51,6 +51,8 @@ pub struct Quorum {
     /// The leading bytes of this holder's values: `{"token":"…"`.
     identity: String,
     display: String,
+    /// The command succeeded and its release records the work (`--once`).
+    recording: bool,
 }
 
 impl Quorum {
@@ -80,6 +82,7 @@ impl Quorum {
             timeout,
             ttl: lock.ttl,
             identity: lock.identity(),
+            recording: false,
         })
     }
 
@@ -202,6 +205,7 @@ impl LockBackend for Quorum {
             refusals,
             unfit,
             superseded,
+            done,
         } = heard;
         tally.timed_out = end == RoundEnd::OutOfTime;
         if let Some(err) = unfit {
@@ -221,6 +225,14 @@ impl LockBackend for Quorum {
             return Err(err);
         }
 
+        // Done by a majority's say: nothing of this attempt may stand in anyone's way.
+        if done.len() >= self.majority {
+            self.let_go(&tally, true);
+            let record = done.into_iter().next().map(|(_, record)| record);
+            return Ok(Attempt::Done {
+                record: record.unwrap_or_default(),
+            });
+        }
         if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {
                 Ok(fence) if Instant::now() < in_time => {
@@ -358,6 +370,14 @@ impl LockBackend for Quorum {
                 missed.join("; ")
             ));
         }
+        let recorded = tally.deleted + tally.unannounced + tally.kept;
+        if self.recording && recorded < majority && tally.not_ours <= self.nodes.len() - majority {
+            report::warn(format_args!(
+                "the work was recorded as done on {recorded} of {} Redis nodes, fewer than a \
+                 majority: a later run with the same --once or --once-per may do it again",
+                self.nodes.len()
+            ));
+        }
         // Gone from so many nodes that no majority can have held it: lost, whatever the
         // others did. Gone from a minority only, a majority held it throughout.
         Ok(if tally.not_ours > self.nodes.len() - majority {
@@ -375,6 +395,11 @@ impl LockBackend for Quorum {
         } else {
             return Err(anyhow!("{}", tally.errors.join("; ")));
         })
+    }
+
+    fn record_success(&mut self) {
+        self.recording = true;
+        self.nodes.send(self.nodes.all(), || Work::RecordSuccess);
     }
 
     fn abandon(&mut self) {

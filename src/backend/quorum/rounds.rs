@@ -87,6 +87,9 @@ pub(super) enum Work {
         parts: SubscriptionParts,
         until: Instant,
     },
+    /// The command succeeded: the next release records the work (`--once`); nobody waits
+    /// for the answer, and the node's jobs run in order.
+    RecordSuccess,
     /// Leave the waiters' queue; nobody waits for the answer.
     Abandon,
     /// Close the command connection until the next job; nobody waits for the answer.
@@ -308,6 +311,10 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
                 node.subscribe(sink, Some(until))
                     .map(|part| parts.add(part)),
             ),
+            Work::RecordSuccess => {
+                node.record_success();
+                Answer::Done
+            }
             Work::Abandon => {
                 node.abandon();
                 Answer::Done

@@ -146,6 +146,10 @@ pub(super) struct AcquireAnswers {
     pub(super) unfit: Option<anyhow::Error>,
     /// The newer `--supersede` waiter, as each node that found this one superseded named it.
     pub(super) superseded: Vec<Option<Vec<u8>>>,
+    /// The nodes that found the work already done (`--once`), with their records. Only a
+    /// majority of them makes it done: a record on fewer may be a release's that did not
+    /// reach a majority, and the work is then done again.
+    pub(super) done: Vec<(usize, Vec<u8>)>,
 }
 
 impl AcquireAnswers {
@@ -156,6 +160,7 @@ impl AcquireAnswers {
             refusals: Refusals::default(),
             unfit: None,
             superseded: Vec::new(),
+            done: Vec::new(),
         }
     }
 
@@ -180,6 +185,12 @@ impl AcquireAnswers {
                 self.tally.no.push(node);
                 self.superseded.push(newer);
             }
+            // Nothing was taken there: for the tally, a refusal by nobody in particular.
+            Answer::Acquire(Ok(Attempt::Done { record })) => {
+                self.tally.no.push(node);
+                self.refusals.seen.push((None, None));
+                self.done.push((node, record));
+            }
             Answer::Acquire(Err(err)) => {
                 self.tally.fail(node, &err);
                 if is_unfit(&err) && self.unfit.is_none() {
@@ -189,6 +200,7 @@ impl AcquireAnswers {
             _ => {}
         }
         self.unfit.is_some()
+            || self.done.len() >= self.tally.majority
             || self.tally.heard_enough()
             || self.tally.answered() >= self.tally.majority
     }

@@ -5,6 +5,9 @@
 -- KEYS[n+3] queue: the waiters' queue (sorted set: token -> arrival, server ms)
 -- KEYS[n+4] woken: the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
 -- KEYS[n+5] supersede: the newest --supersede waiter (its identity and metadata, a string)
+-- KEYS[n+6] done: the --once record (hash: ID -> '<when, server ms> <holder's value>')
+-- KEYS[n+7] done_per: the --once-per record (sorted set: '<when> <holder's value>' -> the
+--          successful run's arrival, server ms)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -27,6 +30,11 @@
 -- ARGV[13] arrived: '1' when an earlier attempt of this waiter was answered by this server
 --          (it has arrived: a value of another's in `supersede` is then a newer one's),
 --          '0' for its first
+-- ARGV[14] once_id: with --once, its ID; '' without
+-- ARGV[15] once_per_ms: with --once-per, its DUR in ms; '0' without
+-- ARGV[16] stamp_ms: this run's arrival by this server's clock, as the first attempt
+--          returned it; '0' on the first attempt: now, by TIME
+-- ARGV[17] remember_ms: --remember in ms: an older --once record counts as gone
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -38,10 +46,14 @@
 --           0 for a value redlock-run did not write);
 --         {2, 0, newer, 0} when this --supersede waiter was superseded (newer: the newer
 --           waiter's identity and metadata, a JSON object); it has left the queue;
+--         {3, 0, record, 0} when the work is already done (--once, --once-per; record:
+--           '<when, server ms> <the holder's value>'); it has left the queue. Checked
+--           before superseding: a run whose work is done is never told it was superseded;
 --         each with a fifth element: how many entries of the woken waiters' record were
---           not wake-up times and were taken out (see `woken_since`); and a sixth: the
+--           not wake-up times and were taken out (see `woken_since`); a sixth: the
 --           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
---           not run INFO.
+--           not run INFO; and a seventh: with --once-per, this run's arrival by this
+--           server's clock (ARGV[16] on later attempts), '0' without.
 local server = ''
 if ARGV[11] == '1' then
   local info = redis.pcall('INFO', 'server')
@@ -50,8 +62,9 @@ if ARGV[11] == '1' then
   end
 end
 
+local stamp = '0'
 local function reply(status, number, text, ahead)
-  return {status, number, text, ahead, repaired, server}
+  return {status, number, text, ahead, repaired, server, stamp}
 end
 
 local n = tonumber(ARGV[4])
@@ -103,6 +116,39 @@ local queue, woken, token, prefix = KEYS[n + 3], KEYS[n + 4], ARGV[6], ARGV[7]
 local listens = ARGV[8] == '1'
 -- Trying is acting on any wake-up this waiter had: it is no longer owed one.
 call('HDEL', woken, token)
+
+-- --once, --once-per: work already done by a run of this key is not done again, whether
+-- this is the run's arrival or its turn after a wait. Checked after the slots, so that a
+-- waiter woken for a free slot hands its wake-up on to the next one as it leaves, and
+-- before --supersede: a run whose work is done exits 0, superseded or not, and one that
+-- finds it done at arrival leaves without registering, so it supersedes no one.
+local done = false
+local once_per = tonumber(ARGV[15])
+if once_per > 0 then
+  stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now_ms())
+  -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
+  local half = math.floor(once_per / 2)
+  local arrival = tonumber(stamp)
+  -- ZRANGE BYSCORE (Redis 6.2), not ZRANGEBYSCORE: the documented ACL user has ZRANGE.
+  done = call('ZRANGE', KEYS[n + 7], '(' .. (arrival - half), '(' .. (arrival + half),
+    'BYSCORE', 'LIMIT', 0, 1)[1] or false
+end
+if not done and ARGV[14] ~= '' then
+  local record = call('HGET', KEYS[n + 6], ARGV[14])
+  if record then
+    local when = tonumber(string.match(record, '^(%d+) '))
+    if when and when >= now_ms() - tonumber(ARGV[17]) then
+      done = record
+    end
+  end
+end
+if done then
+  call('ZREM', queue, token)
+  if #free > 0 then
+    wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms())
+  end
+  return reply(3, 0, done, 0)
+end
 
 -- --supersede: `registry` names the newest superseding waiter. One that has arrived (a
 -- holder returned above, before this) and finds another's value there was overtaken by a

@@ -2,8 +2,10 @@
 -- KEYS[1] slot: the slot this holder has
 -- KEYS[2] queue: the waiters' queue
 -- KEYS[3] woken: the woken waiters (see `wake_next`)
--- KEYS[4] limit: with a semaphore, its {K}:limit key
--- KEYS[5..] slots: with a semaphore, every slot; when none is held any more, the limit key
+-- KEYS[4] done: the --once record (see acquire.lua)
+-- KEYS[5] done_per: the --once-per record (see acquire.lua)
+-- KEYS[6] limit: with a semaphore, its {K}:limit key
+-- KEYS[7..] slots: with a semaphore, every slot; when none is held any more, the limit key
 --          goes
 -- ARGV[1] identity: the leading bytes of the value that identify this holder
 -- ARGV[2] release_channel: the channel every waiter also listens on
@@ -16,6 +18,11 @@
 -- ARGV[7] grace_ms: how long a woken waiter has to try before it counts as gone, in
 --          milliseconds
 -- ARGV[8] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- ARGV[9] record: '1' when the command succeeded: the work is recorded as done (--once,
+--          --once-per) in this same step as the release, '0' not
+-- ARGV[10] once_id: with --once, its ID; '' without
+-- ARGV[11] stamp_ms: with --once-per, this run's arrival by this server's clock; '0' without
+-- ARGV[12] remember_ms: how long the record lasts (--remember), in ms
 -- Returns {outcome, repaired}. outcome: 1 when released, 2 when kept until the --min-hold
 -- mark, 0 when the key was already gone or belongs to someone else (then nothing is
 -- touched: it is not ours), 3 when released but the announcement was refused (the user may
@@ -26,21 +33,63 @@ local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return {0, 0}
 end
+-- Only a holder that still has the lock records its work: one that lost it may have run
+-- alongside another, and records nothing (the next run does the work again).
+if ARGV[9] == '1' then
+  local now = now_ms()
+  local remember = tonumber(ARGV[12])
+  local record = now .. ' ' .. current
+  local function last(key)
+    if call('PTTL', key) < remember then
+      call('PEXPIRE', key, remember)
+    end
+  end
+  if ARGV[10] ~= '' then
+    call('HSET', KEYS[4], ARGV[10], record)
+    last(KEYS[4])
+    -- IDs recorded longer ago than --remember are forgotten here, a few at a time. Best
+    -- effort (redis.pcall): a user whose ACL lacks HLEN or HRANDFIELD keeps them, and they
+    -- count as gone anyway (acquire.lua reads the time in each).
+    local count = redis.pcall('HLEN', KEYS[4])
+    if type(count) == 'number' and count > 64 then
+      local fields = redis.pcall('HRANDFIELD', KEYS[4], 16, 'WITHVALUES')
+      if type(fields) == 'table' and not fields.err then
+        for i = 1, #fields, 2 do
+          local when = tonumber(string.match(fields[i + 1], '^(%d+) '))
+          if not when or when < now - remember then
+            call('HDEL', KEYS[4], fields[i])
+          end
+        end
+      end
+    end
+  end
+  if ARGV[11] ~= '0' then
+    call('ZADD', KEYS[5], ARGV[11], record)
+    -- Records older than --remember go, a few at a time, with commands the documented
+    -- ACL user has.
+    local old = call('ZRANGE', KEYS[5], '-inf', '(' .. (now - remember), 'BYSCORE', 'LIMIT',
+      0, 16)
+    for _, member in ipairs(old) do
+      call('ZREM', KEYS[5], member)
+    end
+    last(KEYS[5])
+  end
+end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   call('PEXPIRE', KEYS[1], keep)
-  if KEYS[4] and call('PTTL', KEYS[4]) < keep then
-    call('SET', KEYS[4], ARGV[4], 'PX', keep)
+  if KEYS[6] and call('PTTL', KEYS[6]) < keep then
+    call('SET', KEYS[6], ARGV[4], 'PX', keep)
   end
   return {2, 0}
 end
 call('DEL', KEYS[1])
-if KEYS[4] then
+if KEYS[6] then
   local held = false
-  for i = 5, #KEYS do
+  for i = 7, #KEYS do
     if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then call('DEL', KEYS[4]) end
+  if not held then call('DEL', KEYS[6]) end
 end
 if ARGV[5] == '' then
   return {1, 0}

@@ -87,6 +87,7 @@ fn every_script_type_matches_its_header() {
             supersede_key: key("{k}:supersede"),
             supersede: false,
             arrived: false,
+            once: OnceArgs::default(),
         },
     );
     check(
@@ -114,6 +115,8 @@ fn every_script_type_matches_its_header() {
             limit: 1,
             notice: String::from("i#0"),
             grace: second,
+            record: false,
+            once: OnceArgs::default(),
         },
     );
     check(
@@ -167,10 +170,26 @@ fn keys_follow_the_header_layout() {
         limit: 3,
         notice: String::new(),
         grace: Duration::from_secs(2),
+        record: false,
+        once: OnceArgs {
+            done_key: key("d"),
+            done_per_key: key("p"),
+            ..OnceArgs::default()
+        },
     };
     let keys = release.keys();
-    assert_eq!(keys[..4], [key("{k}:slot:2"), key("q"), key("w"), key("l")]);
-    assert_eq!(keys[4..], slots);
+    assert_eq!(
+        keys[..6],
+        [
+            key("{k}:slot:2"),
+            key("q"),
+            key("w"),
+            key("d"),
+            key("p"),
+            key("l")
+        ]
+    );
+    assert_eq!(keys[6..], slots);
     let argv = release.argv();
     // A --min-hold remainder under a millisecond is still kept, for 1 ms: 0 would mean none.
     assert_eq!(argv[2], b"1");
@@ -240,6 +259,38 @@ fn replies_are_read_by_name() {
         reply.outcome,
         Acquisition::OtherLimit { other: 4 }
     ));
+    // 2 and 3 are --supersede's and --once's: each keeps its own status, and a --once-per
+    // stamp rides as a seventh element.
+    let superseded = array(vec![
+        Int(2),
+        Int(0),
+        BulkString(b"{\"token\":\"t\"}".to_vec()),
+        Int(0),
+        Int(0),
+        BulkString(Vec::new()),
+        BulkString(b"0".to_vec()),
+    ]);
+    let reply: AcquireReply = redis::from_redis_value(superseded).unwrap();
+    assert!(matches!(
+        reply.outcome,
+        Acquisition::Superseded { newer: Some(ref newer) } if newer == b"{\"token\":\"t\"}"
+    ));
+    assert_eq!(reply.stamp_ms, None);
+    let done = array(vec![
+        Int(3),
+        Int(0),
+        BulkString(b"17 {}".to_vec()),
+        Int(0),
+        Int(0),
+        BulkString(Vec::new()),
+        BulkString(b"42".to_vec()),
+    ]);
+    let reply: AcquireReply = redis::from_redis_value(done).unwrap();
+    assert!(matches!(
+        reply.outcome,
+        Acquisition::Done { ref record } if record == b"17 {}"
+    ));
+    assert_eq!(reply.stamp_ms, Some(42));
     let bad_slot = array(vec![
         Int(1),
         Int(-2),

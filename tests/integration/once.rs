@@ -1,0 +1,490 @@
+//! Work done once (issue 22, §3): `--once ID` runs the command only if no run of the key
+//! succeeded with that ID (within `--remember`); `--once-per DUR` only if no successful
+//! `--once-per` run arrived within DUR/2 of this one, by the Redis server's clock. A run
+//! that finds the work done exits 0 without running its command, with one line and the
+//! `already_done` event. Over Redlock, a majority of the nodes decides.
+//!
+//! What this module does not own: the exit-code table (`exit_codes`, `docs`), waking
+//! waiters in general (`waiters`).
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::support::*;
+
+/// `--once`'s record of lock `name` (documented layout: `{K}:done`).
+fn done_of(name: &str) -> String {
+    format!("{{{PREFIX}{name}}}:done")
+}
+
+/// `--once-per`'s record of lock `name` (documented layout: `{K}:done:per`).
+fn done_per_of(name: &str) -> String {
+    format!("{{{PREFIX}{name}}}:done:per")
+}
+
+/// The server's clock, in ms since the epoch.
+fn server_ms(server: &RedisServer) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+/// A command that appends a line to `log` (how many times the work was done).
+fn note(log: &Path) -> String {
+    format!("echo done >> '{}'", log.display())
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn five_runs_of_one_id_run_the_command_once() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-five");
+    let log = dir.join("log");
+    // The work takes a while, so that the others arrive while it holds the lock, and some
+    // while it is free again.
+    let work = format!("sleep 0.3; {}", note(&log));
+    let runs: Vec<Running> = (0..5)
+        .map(|_| {
+            server
+                .cmd()
+                .args(["-k", "migrate", "--once", "v1.2.3", "--shell", &work])
+                .spawn()
+        })
+        .collect();
+    let outs: Vec<Output> = runs.into_iter().map(Running::wait).collect();
+    for out in &outs {
+        out.assert_code(0);
+    }
+    assert_eq!(lines(&log), 1, "the work ran more than once: {outs:#?}");
+    let skipped: Vec<&Output> = outs
+        .iter()
+        .filter(|out| out.stderr.contains("already done (--once v1.2.3) at "))
+        .collect();
+    assert_eq!(skipped.len(), 4, "{outs:#?}");
+    for out in skipped {
+        out.assert_stderr_contains("not running the command");
+        // Woken in turn (each one that finds the work done hands its wake-up on), not left
+        // to look again when the 30s lease would have run out.
+        assert!(out.elapsed < Duration::from_secs(5), "{out:#?}");
+    }
+}
+
+#[test]
+fn a_failed_run_records_nothing_and_the_next_one_runs() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-retry");
+    let log = dir.join("log");
+    let tried = dir.join("tried");
+    // Fails the first time, succeeds after.
+    let work = format!(
+        "if [ -e '{tried}' ]; then {note}; else touch '{tried}'; sleep 0.2; exit 3; fi",
+        tried = tried.display(),
+        note = note(&log)
+    );
+    let runs: Vec<Running> = (0..3)
+        .map(|_| {
+            server
+                .cmd()
+                .args(["-k", "report", "--once", "2026-11-25", "--shell", &work])
+                .spawn()
+        })
+        .collect();
+    let mut codes: Vec<i32> = runs
+        .into_iter()
+        .map(|run| run.wait().status.code().unwrap())
+        .collect();
+    codes.sort();
+    assert_eq!(codes, [0, 0, 3]);
+    assert_eq!(lines(&log), 1);
+
+    // Killed by a signal, or the lock lost: nothing recorded either.
+    server
+        .cmd()
+        .args([
+            "-k",
+            "report",
+            "--once",
+            "signal",
+            "--shell",
+            "kill -TERM $$",
+        ])
+        .run()
+        .assert_code(128 + 15);
+    let lose = format!(
+        "redis-cli -p {} DEL {PREFIX}report >/dev/null; exit 0",
+        server.port()
+    );
+    require(
+        "redis-cli",
+        "a test deletes a held lock",
+        "apt-get install redis-tools",
+    );
+    server
+        .cmd()
+        .args(["-k", "report", "--once", "lost", "--shell", &lose])
+        .run()
+        .assert_code(76);
+    let fields: Vec<String> = redis::cmd("HKEYS")
+        .arg(done_of("report"))
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(fields, ["2026-11-25"]);
+    for id in ["signal", "lost"] {
+        server
+            .cmd()
+            .args(["-k", "report", "--once", id, "--shell", &note(&log)])
+            .run()
+            .assert_code(0)
+            .assert_stderr_lacks("already done");
+    }
+    assert_eq!(lines(&log), 3);
+}
+
+#[test]
+fn min_hold_and_max_runtime() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-hold");
+    let log = dir.join("log");
+    // Recorded with a release that keeps the key until the --min-hold mark: a run that
+    // arrives meanwhile finds the work done rather than waiting for the mark.
+    let run = |extra: &[&str]| {
+        server
+            .cmd()
+            .args(["-k", "held", "--once", "h"])
+            .args(extra)
+            .args(["--shell", &note(&log)])
+            .run()
+    };
+    run(&["--min-hold", "20s"]).assert_code(0);
+    assert!(server.exists(&format!("{PREFIX}held")));
+    let out = run(&[]);
+    out.assert_code(0).assert_stderr_contains("already done");
+    assert!(out.elapsed < Duration::from_secs(10), "{out:#?}");
+    assert_eq!(lines(&log), 1);
+    // --max-runtime ran out: nothing recorded, the next run does the work.
+    server
+        .cmd()
+        .args([
+            "-k",
+            "slow",
+            "--once",
+            "s",
+            "--max-runtime",
+            "1s",
+            "--kill-after",
+            "1s",
+        ])
+        .args(["--", "sleep", "30"])
+        .run()
+        .assert_code(124);
+    server
+        .cmd()
+        .args(["-k", "slow", "--once", "s", "--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 2);
+}
+
+#[test]
+fn another_id_or_no_once_runs_and_the_line_names_who_did_it() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-ids");
+    let log = dir.join("log");
+    let run = |extra: &[&str]| {
+        server
+            .cmd()
+            .args(["-k", "deploy", "--label", "deploy of v1"])
+            .args(extra)
+            .args(["--shell", &note(&log)])
+            .run()
+    };
+    run(&["--once", "v1"]).assert_code(0);
+    run(&["--once", "v2"]).assert_code(0);
+    run(&[]).assert_code(0);
+    assert_eq!(lines(&log), 3);
+    let out = run(&["--once", "v1", "--log-format", "json"]);
+    out.assert_code(0);
+    assert_eq!(lines(&log), 3);
+    let event: serde_json::Value = out
+        .stderr
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .find(|event: &serde_json::Value| event["event"] == "already_done")
+        .unwrap_or_else(|| panic!("no already_done event: {}", out.stderr));
+    assert_eq!(event["exit_code"], 0);
+    let message = event["message"].as_str().unwrap();
+    assert!(message.contains("(deploy of v1)"), "{message}");
+    assert!(event["done_at_ms"].as_u64().unwrap() > 0);
+    // -q: no line at all.
+    let out = run(&["--once", "v1", "-q"]);
+    out.assert_code(0);
+    assert_eq!(out.stderr, "");
+}
+
+#[test]
+fn the_record_lasts_remember() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-remember");
+    let log = dir.join("log");
+    let run = || {
+        server
+            .cmd()
+            .args(["-k", "nightly", "--once", "n", "--remember", "1s"])
+            .args(["--shell", &note(&log)])
+            .run()
+    };
+    run().assert_code(0);
+    run().assert_code(0).assert_stderr_contains("already done");
+    assert_eq!(lines(&log), 1);
+    let recorded: String = redis::cmd("HGET")
+        .arg(done_of("nightly"))
+        .arg("n")
+        .query(&mut server.connection())
+        .unwrap();
+    let at: u64 = recorded.split(' ').next().unwrap().parse().unwrap();
+    wait_until(Duration::from_secs(10), "--remember to pass", || {
+        server_ms(&server) > at + 1100
+    });
+    run().assert_code(0).assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 2);
+}
+
+/// Hosts with skewed clocks cannot be simulated here: redlock-run is linked statically, so
+/// `faketime` (LD_PRELOAD) cannot reach its clock, and redis-server does not start under
+/// libfaketime. What is shown instead: the arrival recorded and judged is the server's
+/// TIME at the run's first attempt, and the decision follows the server's clock alone.
+#[test]
+fn once_per_is_judged_by_the_server_clock() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-per");
+    let log = dir.join("log");
+    let run = || {
+        server
+            .cmd()
+            .args(["-k", "cron", "--once-per", "4s", "--shell", &note(&log)])
+            .run()
+    };
+    let before = server_ms(&server);
+    run().assert_code(0);
+    let after = server_ms(&server);
+    // The same firing from another host: skipped.
+    run()
+        .assert_code(0)
+        .assert_stderr_contains("already done (--once-per) at ");
+    assert_eq!(lines(&log), 1);
+    let recorded: Vec<(String, u64)> = redis::cmd("ZRANGE")
+        .arg(done_per_of("cron"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let arrival = recorded[0].1;
+    assert!(
+        (before..=after).contains(&arrival),
+        "the arrival recorded is not the server's TIME: {before} <= {arrival} <= {after}"
+    );
+    // A record whose arrival lies DUR/2 or more from this run's, by the server's clock, is
+    // another firing's: one written 2s ahead of the server's now does not count (nor
+    // would one 2s behind, which is the next check).
+    let _: () = redis::cmd("ZADD")
+        .arg(done_per_of("later"))
+        .arg(server_ms(&server) + 2500)
+        .arg("0 {\"token\":\"t\",\"host\":\"ahead\"}")
+        .query(&mut server.connection())
+        .unwrap();
+    server
+        .cmd()
+        .args(["-k", "later", "--once-per", "4s", "--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 2);
+    // The next firing, more than DUR/2 later by the server's clock, runs.
+    wait_until(Duration::from_secs(10), "half a period to pass", || {
+        server_ms(&server) > arrival + 2100
+    });
+    run().assert_code(0).assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 3);
+}
+
+#[test]
+fn redlock_once_per_over_nodes_judges_by_each_nodes_clock() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("once-per-redlock");
+    let log = dir.join("log");
+    let run = || {
+        quorum(&nodes)
+            .args(["-k", "cron", "--once-per", "1h", "--shell", &note(&log)])
+            .run()
+    };
+    run().assert_code(0);
+    run()
+        .assert_code(0)
+        .assert_stderr_contains("already done (--once-per)");
+    assert_eq!(lines(&log), 1);
+    let mut stamped = 0;
+    for node in &nodes {
+        let scores: Vec<(String, u64)> = redis::cmd("ZRANGE")
+            .arg(done_per_of("cron"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(&mut node.connection())
+            .unwrap();
+        stamped += scores.len();
+    }
+    assert!(stamped >= 2, "recorded on fewer than a majority");
+}
+
+#[test]
+fn bad_once_input_is_refused() {
+    let server = RedisServer::start();
+    let long = "x".repeat(257);
+    let cases: [(&[&str], &str); 7] = [
+        (&["--once", ""], "an ID is 1 to 256 bytes of UTF-8 text"),
+        (&["--once", &long], "it is 257 bytes long"),
+        (&["--once-per", "soon"], "invalid --once-per"),
+        (&["--once-per", "0.5s"], "shorter than the minimum of 1s"),
+        (&["--once", "a", "--remember", "0"], "invalid --remember"),
+        (
+            &["--remember", "1d"],
+            "--remember needs --once or --once-per",
+        ),
+        (&["--once", "a", "--limit", "2"], "need --limit 1"),
+    ];
+    for (args, message) in cases {
+        server
+            .cmd()
+            .args(["-k", "bad"])
+            .args(args)
+            .args(["--", "true"])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains(message);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    server
+        .cmd()
+        .args(["-k", "bad", "--once"])
+        .arg(std::ffi::OsStr::from_bytes(b"v\xff1"))
+        .args(["--", "true"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("not valid UTF-8; an ID is 1 to 256 bytes of UTF-8 text");
+    server
+        .cmd()
+        .args([
+            "-k",
+            "bad",
+            "--once-per",
+            "1m",
+            "--limit",
+            "3",
+            "--",
+            "true",
+        ])
+        .run()
+        .assert_code(125);
+}
+
+/// redlock-run over three nodes, each given with `-r`.
+fn quorum(nodes: &[RedisServer]) -> Wrapper {
+    Wrapper::bare().args(nodes.iter().flat_map(|node| ["-r".to_string(), node.url()]))
+}
+
+#[test]
+fn redlock_five_runs_of_one_id_run_once_and_record_on_a_majority() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("once-redlock");
+    let log = dir.join("log");
+    let work = format!("sleep 0.3; {}", note(&log));
+    let runs: Vec<Running> = (0..5)
+        .map(|_| {
+            quorum(&nodes)
+                .args(["-k", "migrate", "--once", "v7", "--shell", &work])
+                .spawn()
+        })
+        .collect();
+    for run in runs {
+        run.wait().assert_code(0);
+    }
+    assert_eq!(lines(&log), 1);
+    // Recorded with the release that held a majority (a node a contender had taken at
+    // that moment may lack it).
+    let recorded = nodes
+        .iter()
+        .filter(|node| {
+            redis::cmd("HEXISTS")
+                .arg(done_of("migrate"))
+                .arg("v7")
+                .query::<bool>(&mut node.connection())
+                .unwrap()
+        })
+        .count();
+    assert!(recorded >= 2, "recorded on {recorded} of 3 nodes");
+}
+
+#[test]
+fn redlock_a_majority_decides_already_done() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("once-majority");
+    let log = dir.join("log");
+    let record = |node: &RedisServer, id: &str| {
+        let value = format!(
+            "{} {{\"token\":\"t\",\"host\":\"elsewhere\"}}",
+            server_ms(node)
+        );
+        let _: () = redis::cmd("HSET")
+            .arg(done_of("job"))
+            .arg(id)
+            .arg(value)
+            .query(&mut node.connection())
+            .unwrap();
+    };
+    let run = |id: &str| {
+        quorum(&nodes)
+            .args(["-k", "job", "--once", id, "--shell", &note(&log)])
+            .run()
+    };
+    // Recorded on one node of three: not done; the run does the work and records it.
+    record(&nodes[0], "one");
+    run("one")
+        .assert_code(0)
+        .assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 1);
+    // On two of three: done, by the majority's say.
+    record(&nodes[1], "two");
+    record(&nodes[2], "two");
+    run("two")
+        .assert_code(0)
+        .assert_stderr_contains("already done (--once two) at ")
+        .assert_stderr_contains("by elsewhere");
+    assert_eq!(lines(&log), 1);
+}
+
+#[test]
+fn cluster_once_and_once_per() {
+    let cluster = crate::support::deployments::Cluster::start();
+    let dir = TempDir::new("once-cluster");
+    let log = dir.join("log");
+    for flags in [["--once", "v1"], ["--once-per", "1h"]] {
+        for _ in 0..2 {
+            cluster
+                .cmd()
+                .args(["-k", "job"])
+                .args(flags)
+                .args(["--shell", &note(&log)])
+                .run()
+                .assert_code(0);
+        }
+    }
+    assert_eq!(lines(&log), 2);
+}
