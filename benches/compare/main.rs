@@ -215,10 +215,12 @@ fn compare(context: &Context, temp: &TempDir, json_path: PathBuf) -> Result<()> 
     }
     let bare_version = starts.get("true").cloned().unwrap_or_default();
 
-    let (bare, overhead) = startup::overhead(bench, opts.overhead_samples);
+    let overhead = startup::overhead(bench, opts.overhead_samples);
     for tool in TOOLS {
-        results[tool as usize].overhead = overhead.get(tool.name()).cloned();
+        results[tool as usize].overhead = overhead.per_tool.get(tool.name()).cloned();
     }
+    results[Tool::Redlock as usize].overhead_redis = overhead.redis;
+    let bare = overhead.bare;
 
     for tool in bench.tools() {
         results[tool as usize].contended =

@@ -14,6 +14,7 @@ pub mod waiting;
 use std::time::Duration;
 
 use crate::measure::contended::Contended;
+use crate::measure::startup::RedisPerRun;
 use crate::measure::waiting::Waiting;
 use crate::stats::Samples;
 
@@ -21,6 +22,8 @@ use crate::stats::Samples;
 #[derive(Default)]
 pub struct Results {
     pub overhead: Option<Samples>,
+    /// redlock-run only: what each of those runs cost its Redis.
+    pub overhead_redis: Option<RedisPerRun>,
     pub contended: Option<Contended>,
     pub handoff: Option<Samples>,
     pub handoff_negative: usize,

@@ -1,17 +1,21 @@
 //! Start-up costs, each as spawn-to-exit (or spawn-to-command-start) from this harness:
-//! `--version` of each tool, `TOOL -- true` against bare `true`, and redlock-run's time to
-//! start its command against one Redis and against a Redlock quorum. Tools are interleaved
-//! sample by sample so that drift in the machine's load hits each alike. It owns taking
-//! these samples, not judging them.
+//! `--version` of each tool, `TOOL -- true` against bare `true` (with, for redlock-run, the
+//! Redis commands and connections each uncontended run costs, from the server's own
+//! counters), and redlock-run's time to start its command against one Redis and against a
+//! Redlock quorum. Tools are interleaved sample by sample so that drift in the machine's
+//! load hits each alike. It owns taking these samples, not judging them.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::fs;
+use std::io;
 use std::time::Duration;
 
 use crate::helper::realtime_ns;
+use crate::measure::many::commandstats_calls;
 use crate::measure::{phase, RUN_LIMIT};
 use crate::procs::timed;
+use crate::resp::Redis;
 use crate::stats::Samples;
 use crate::tools::{os, Bench, Tool};
 
@@ -41,12 +45,56 @@ pub fn versions(bench: &Bench, samples: usize, out: &mut BTreeMap<&'static str, 
 }
 
 /// `TOOL -- true` against bare `true`, interleaved so that drift hits every tool alike.
-pub fn overhead(bench: &Bench, samples: usize) -> (Samples, BTreeMap<&'static str, Samples>) {
+pub struct Overhead {
+    pub bare: Samples,
+    pub per_tool: BTreeMap<&'static str, Samples>,
+    /// None when the server's counters could not be read (the reason is printed).
+    pub redis: Option<RedisPerRun>,
+}
+
+/// What one uncontended `redlock-run -- true` costs its Redis, from the server's counters
+/// before and after the overhead loop (no other client uses that server meanwhile: flock
+/// and etcdctl do not touch it), less the harness's own reading, divided by the runs.
+#[derive(Clone, Copy)]
+pub struct RedisPerRun {
+    pub runs: usize,
+    /// `INFO commandstats` calls, the commands run by scripts included.
+    pub commands: f64,
+    /// `INFO stats` `total_connections_received`.
+    pub connections: f64,
+}
+
+/// A server's running totals of commands run and connections accepted.
+struct Counters {
+    commands: u64,
+    connections: u64,
+}
+
+impl Counters {
+    fn read(redis: &mut Redis) -> io::Result<Counters> {
+        let info = redis.info()?;
+        let connections = info
+            .get("total_connections_received")
+            .and_then(|value| value.parse().ok())
+            .ok_or_else(|| io::Error::other("INFO stats: no total_connections_received"))?;
+        Ok(Counters {
+            commands: commandstats_calls(&info),
+            connections,
+        })
+    }
+}
+
+pub fn overhead(bench: &Bench, samples: usize) -> Overhead {
     phase("overhead: TOOL -- true vs true");
     let tools = bench.tools();
     let mut bare = Samples::default();
     let mut per_tool: BTreeMap<&'static str, Samples> = BTreeMap::new();
     let true_argv = os(&["true"]);
+    // Connected before the first reading, so the harness adds no connection in between.
+    let before = Redis::connect(bench.redis_port).and_then(|mut redis| {
+        let counters = Counters::read(&mut redis)?;
+        Ok((redis, counters))
+    });
     for _ in 0..samples {
         let result = timed(&mut bench.plain(Tool::Flock, &true_argv), RUN_LIMIT);
         let (ok, elapsed) = result.unwrap_or((false, Duration::ZERO));
@@ -57,7 +105,27 @@ pub fn overhead(bench: &Bench, samples: usize) -> (Samples, BTreeMap<&'static st
             per_tool.entry(tool.name()).or_default().push(ok, elapsed);
         }
     }
-    (bare, per_tool)
+    let redis = before.and_then(|(mut redis, before)| {
+        let after = Counters::read(&mut redis)?;
+        // The harness's own: the first INFO (a command is counted once it has run, so the
+        // second is not in its own reply).
+        let commands = after.commands.saturating_sub(before.commands + 1);
+        let connections = after.connections.saturating_sub(before.connections);
+        let runs = samples.max(1);
+        Ok(RedisPerRun {
+            runs,
+            commands: commands as f64 / runs as f64,
+            connections: connections as f64 / runs as f64,
+        })
+    });
+    let redis = redis
+        .map_err(|err| eprintln!("compare: overhead: reading redis's counters: {err}"))
+        .ok();
+    Overhead {
+        bare,
+        per_tool,
+        redis,
+    }
 }
 
 /// Time from starting redlock-run to its command starting, against one Redis and against

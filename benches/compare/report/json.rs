@@ -59,6 +59,16 @@ impl Report<'_> {
                 ("available", Json::Bool(true)),
                 ("overhead_p50_ms", Json::opt_num(self.overhead(tool))),
                 ("tool_true", samples(&r.overhead)),
+                (
+                    "redis_per_uncontended_run",
+                    r.overhead_redis.map_or(Json::Null, |per_run| {
+                        Json::obj([
+                            ("runs", Json::Int(per_run.runs as i64)),
+                            ("commandstats_calls", Json::Num(per_run.commands)),
+                            ("connections", Json::Num(per_run.connections)),
+                        ])
+                    }),
+                ),
                 ("contended", contended),
                 ("handoff", samples(&r.handoff)),
                 ("handoff_overlaps", Json::Int(r.handoff_negative as i64)),

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::helper::STAMP_NOTE;
 use crate::host::loadavg;
-use crate::measure::startup::QuorumStart;
+use crate::measure::startup::{QuorumStart, RedisPerRun};
 use crate::measure::waiting::Waiting;
 use crate::measure::Results;
 use crate::opts::Opts;
@@ -126,6 +126,22 @@ impl Report<'_> {
                     .map_or_else(na, fmt_ms)
             },
         );
+        let redis = |per_run: fn(&RedisPerRun) -> f64| {
+            move |t: Tool| {
+                self.r(t)
+                    .overhead_redis
+                    .as_ref()
+                    .map_or_else(na, |r| format!("{:.2}", per_run(r)))
+            }
+        };
+        row(
+            "  Redis commands per uncontended run",
+            &redis(|r| r.commands),
+        );
+        row(
+            "  connections per uncontended run",
+            &redis(|r| r.connections),
+        );
         row(
             &format!(
                 "contended {}x{} cycles, locks/s",
@@ -225,6 +241,12 @@ impl Report<'_> {
              waiter's command stamps as it starts (CLOCK_REALTIME), holder holds {}",
             self.opts.overhead_samples,
             fmt_ms(self.opts.hold)
+        );
+        let _ = writeln!(
+            o,
+            "- Redis commands and connections per uncontended run: the server's INFO \
+             commandstats calls (scripts' commands included) and total_connections_received \
+             over the overhead runs, less the harness's one INFO, per redlock-run -- true"
         );
         let leads: Vec<String> = TOOLS
             .iter()

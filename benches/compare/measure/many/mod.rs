@@ -17,6 +17,7 @@ use crate::stats::Samples;
 use crate::tools::{Bench, Tool};
 
 pub use case::CRITICAL;
+pub use observe::commandstats_calls;
 
 /// A tool in one mode.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
