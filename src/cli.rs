@@ -14,6 +14,8 @@ Exit status:
            out before the command could start (see -E)
   76       the lock was lost while the command ran; the command was terminated (or
            had ended before the loss was seen, by the release)
+  77       superseded: a --replace run took over; the command was terminated and the
+           lock handed on
   124      --max-runtime ran out; the command was terminated (76 if the lock was lost)
   125      redlock-run itself failed and the command never ran (usage, Redis, auth,
            an ACL permission, TLS, no process for the command)
@@ -257,6 +259,18 @@ pub struct RunArgs {
     /// overlap with a holder. Refused with several servers (Redlock).
     #[arg(long)]
     pub fair: bool,
+
+    /// Take over from the current holder: ask it to stop, and be served next
+    ///
+    /// The holder's redlock-run (on any host) gets the request within a second: it sends
+    /// its command SIGTERM (SIGKILL after its own --kill-after), releases the lock and exits
+    /// 77. This run is served before every other waiter, and then runs its command as usual.
+    /// Its command never starts before the old one has exited, or, when the holder cannot
+    /// act (its host gone, stopped, a foreign client), before the old lease has run out.
+    /// --wait bounds the whole takeover (then 75). Refused with --no-wait and with a --limit
+    /// above 1.
+    #[arg(long)]
+    pub replace: bool,
 
     /// Keep the lock until DUR after it was taken, even if the command ends sooner (so the
     /// same cron line on hosts with skewed clocks runs once)

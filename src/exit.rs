@@ -22,6 +22,9 @@ pub enum Outcome {
     LockLost,
     /// `--max-runtime` ran out; the command was terminated.
     MaxRuntime,
+    /// Another run took over (`--replace`): the command was terminated and the lock
+    /// handed on.
+    Superseded,
     /// A signal arrived before the command started; nothing was run.
     Interrupted { signal: i32 },
     /// The command could not be executed (permission, not a binary).
@@ -36,6 +39,9 @@ pub enum Outcome {
     Free,
 }
 
+/// Another run took over; nothing went wrong, so CI may allow it (sysexits leaves 77 to
+/// "permission denied", which a lock tool never reports).
+pub const SUPERSEDED: u8 = 77;
 pub const LOCK_LOST: u8 = 76;
 /// As timeout(1) reports a command it stopped.
 pub const MAX_RUNTIME: u8 = 124;
@@ -69,6 +75,7 @@ impl Outcome {
             Outcome::NotAcquired { exit_code } => *exit_code,
             Outcome::LockLost => LOCK_LOST,
             Outcome::MaxRuntime => MAX_RUNTIME,
+            Outcome::Superseded => SUPERSEDED,
             Outcome::Interrupted { signal } => signal_code(*signal),
             Outcome::CannotExecute => CANNOT_EXECUTE,
             Outcome::NotFound => NOT_FOUND,
@@ -146,6 +153,7 @@ mod tests {
     #[test]
     fn wrapper_codes_are_fixed() {
         assert_eq!(Outcome::LockLost.exit_code(), 76);
+        assert_eq!(Outcome::Superseded.exit_code(), 77);
         assert_eq!(Outcome::MaxRuntime.exit_code(), 124);
         assert_eq!(Outcome::Failed.exit_code(), 125);
         assert_eq!(Outcome::CannotExecute.exit_code(), 126);

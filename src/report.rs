@@ -89,6 +89,8 @@ pub enum LogEvent {
     /// The lock was lost while the command ran.
     Lost,
     MaxRuntime,
+    /// A `--replace` run took over: the command is terminated.
+    Replaced,
     Released,
     /// The end of a run, with its numbers (`-v`).
     Summary,
@@ -114,6 +116,7 @@ impl LogEvent {
             LogEvent::Renewed => "renewed",
             LogEvent::Lost => "lost",
             LogEvent::MaxRuntime => "max_runtime",
+            LogEvent::Replaced => "replaced",
             LogEvent::Released => "released",
             LogEvent::Summary => "summary",
             LogEvent::Usage => "usage",

@@ -126,14 +126,17 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         Err(err) => return Ok(cannot_run(config, err)),
     };
 
-    let lock = LockRequest::new(
-        config.key.clone(),
-        config.timing.ttl,
-        config.limit,
-        config.fair,
-        &config.program_name(),
-        config.label.as_deref(),
-    );
+    let lock = LockRequest {
+        replace: config.replace,
+        ..LockRequest::new(
+            config.key.clone(),
+            config.timing.ttl,
+            config.limit,
+            config.fair,
+            &config.program_name(),
+            config.label.as_deref(),
+        )
+    };
     let token = lock.token.clone();
     let backend = backend::open(&config.redis, config.redis_timeout, lock, config.eviction)?;
     report::verbose(format_args!(
@@ -275,6 +278,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     Ok(match supervised.ending {
         Ending::LockLost => Outcome::LockLost,
         Ending::MaxRuntime => Outcome::MaxRuntime,
+        Ending::Replaced => Outcome::Superseded,
         Ending::Exited => Outcome::Command {
             status: supervised.status,
             lent_terminal: child.lends_terminal(),
@@ -359,6 +363,7 @@ fn acquire(
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
         redis_timeout: config.redis_timeout,
+        takeover: config.replace,
     };
     let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
         .with_context(|| format!("cannot wait for {}", config.key));

@@ -40,6 +40,8 @@ pub enum Ending {
     /// Terminated because the lock was lost (this wins over `MaxRuntime`), or found lost
     /// once it had ended, when it may have run on without the lock.
     LockLost,
+    /// Terminated because a `--replace` run asked to take over.
+    Replaced,
 }
 
 /// How often to look whether processes the command left in its group have gone.
@@ -242,8 +244,32 @@ impl Supervisor<'_> {
             Event::Renewed { valid_until } => self.renewed(valid_until),
             Event::LockLost(loss) => self.reported_lost(loss),
             Event::ChildExited { .. } => self.exited(),
+            Event::ReplaceRequested { by } => self.replace_requested(&by),
             Event::Notice(_) => {}
         }
+    }
+
+    /// A `--replace` run asked to take over: the command is terminated as for
+    /// `--max-runtime`, and the lock is released once its group is gone, not before, so
+    /// that the new command never runs beside it. A command already ending, or already
+    /// being terminated, is left to that.
+    fn replace_requested(&mut self, by: &[u8]) {
+        if self.kill_at.is_some() || self.ended_by.is_some() || self.reaped.is_some() {
+            return;
+        }
+        let sent = self.child.terminate_group();
+        self.kill_at = Some(Instant::now() + self.limits.kill_after);
+        self.ending = Ending::Replaced;
+        report::info_as(
+            report::LogEvent::Replaced,
+            &[],
+            format_args!(
+                "replaced by {}; terminating the command (SIGTERM now, SIGKILL in {})",
+                replacer(by),
+                report::duration(self.limits.kill_after)
+            ),
+        );
+        told(libc::SIGTERM, sent);
     }
 
     fn forward(&mut self, signal: libc::c_int, from_terminal: bool) {
@@ -514,6 +540,19 @@ impl Supervisor<'_> {
 }
 
 /// Says so when a signal to the command's group reached none of it.
+/// The run that asked to take over, in a line: its request carries when it started, not
+/// a time it held the lock, so no "for ..." is said.
+fn replacer(by: &[u8]) -> String {
+    match crate::backend::Holder::parse(by) {
+        Some(holder) => crate::backend::Holder {
+            since_ms: None,
+            ..holder
+        }
+        .to_string(),
+        None => crate::holder::describe(None),
+    }
+}
+
 fn told(signal: libc::c_int, sent: io::Result<()>) {
     let Err(err) = sent else { return };
     let why = if err.raw_os_error() == Some(libc::EPERM) {

@@ -71,6 +71,8 @@ pub struct LockRequest {
     /// release that woke a different waiter on each node would set them all against each
     /// other.
     pub arrival_ms: Option<u64>,
+    /// `--replace`: while the lock is held, ask its holder to stop, and be served next.
+    pub replace: bool,
 }
 
 impl LockRequest {
@@ -109,6 +111,7 @@ impl LockRequest {
             limit,
             fair,
             arrival_ms: None,
+            replace: false,
         }
     }
 
@@ -202,14 +205,20 @@ pub fn queue_keys(key: &Key) -> [Key; 2] {
     ]
 }
 
+/// The takeover asked for by a `--replace` run of lock `key`, while it stands.
+pub fn replace_key(key: &Key) -> Key {
+    sibling_key(key, b":replace")
+}
+
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 5] = [
+const INTERNAL_SUFFIXES: [&[u8]; 6] = [
     b":fence",
     b":limit",
     b":queue",
     b":queue:woken",
     b":queue:alive",
+    b":replace",
 ];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past

@@ -45,6 +45,8 @@ pub struct Config {
     pub limit: u32,
     /// Waiters take the lock in arrival order.
     pub fair: bool,
+    /// `--replace`: take over from the current holder.
+    pub replace: bool,
     /// The lock is kept at least this long after it was taken.
     pub min_hold: Option<Duration>,
     /// The command is terminated after this long.
@@ -235,6 +237,18 @@ impl Config {
                  or with a tag such as {{deploy}}"
             );
         }
+        if args.replace && args.limit > 1 {
+            bail!(
+                "--replace needs --limit 1: with several holders there is no one holder to \
+                 take over from"
+            );
+        }
+        if args.replace && wait == Wait::For(Duration::ZERO) {
+            bail!(
+                "--replace needs to wait for the holder to let go: give --wait DUR (or none, to \
+                 wait as long as it takes) instead of --no-wait or --wait 0"
+            );
+        }
         if redis.is_quorum() && args.fair {
             bail!(
                 "--fair needs a single Redis deployment: each Redlock node keeps its own queue, \
@@ -281,6 +295,7 @@ impl Config {
             redis_timeout,
             limit: args.limit,
             fair: args.fair,
+            replace: args.replace,
             min_hold,
             max_runtime,
             command,

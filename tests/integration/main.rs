@@ -15,6 +15,7 @@ mod logs;
 mod operators;
 mod pauses;
 mod redlock;
+mod replace;
 mod secrets;
 mod sentinel;
 mod servers;

@@ -4,6 +4,8 @@
 -- KEYS[n+2] fence: the fence counter
 -- KEYS[n+3] queue: the waiters' queue (sorted set: token -> arrival, server ms)
 -- KEYS[n+4] woken: the woken waiters (hash: token -> when woken, server ms; see `wake_next`)
+-- KEYS[n+5] replace: a takeover asked for by --replace: the asking run's identity and
+--          metadata; while it stands, nobody else may take a free slot
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -20,6 +22,8 @@
 --          '0' not
 -- ARGV[11] want_run_id: '1' to return this server's run_id (Redlock: a server named twice,
 --          under two spellings, is found by it), '0' not
+-- ARGV[12] replace: '1' with --replace: when the lock is held, ask its holder to stop (on
+--          its own channel) and be served first once it has let go; '0' not
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -92,13 +96,20 @@ end
 
 local queue, woken, token, prefix = KEYS[n + 3], KEYS[n + 4], ARGV[6], ARGV[7]
 local listens = ARGV[8] == '1'
+local replacing = ARGV[12] == '1'
 -- Trying is acting on any wake-up this waiter had: it is no longer owed one.
 call('HDEL', woken, token)
 
 local function wait_in_queue(pttl, ahead)
   if listens then
     local arrival = tonumber(ARGV[9])
-    call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
+    if replacing then
+      -- First in the queue, ahead of every waiter, so that the release wakes it first;
+      -- 0 is the same on every Redlock node.
+      call('ZADD', queue, 0, token)
+    else
+      call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
+    end
     -- The queue outlives its waiters by a little, should they all vanish with no release
     -- left to find them gone. A live waiter comes back when told (`pttl`, or in 10 s when
     -- nothing will free up by itself: wait.rs), however long the holder's lease or
@@ -109,6 +120,29 @@ local function wait_in_queue(pttl, ahead)
     end
   end
   return reply(0, pttl, holder, ahead)
+end
+
+-- A takeover (--replace) stands: the run that asked for it is served next, so a free slot
+-- waits for it (it comes within `ttl` of being woken, or the request runs out).
+local request_key = KEYS[n + 5]
+local request = read(request_key)
+local mine = type(request) == 'string' and string.sub(request, 1, #identity) == identity
+if type(request) == 'string' and not mine then
+  local left = call('PTTL', request_key)
+  if #free > 0 or soonest < 0 or (left >= 0 and left < soonest) then
+    soonest = left
+  end
+  return wait_in_queue(soonest, 0)
+end
+if replacing and #free == 0 then
+  -- Asked for once the first time, kept while this run keeps trying (it comes back within
+  -- `ttl` or so: see wait.rs), and gone a little after it stops.
+  call('SET', request_key, identity .. ARGV[2], 'PX', 3 * ttl)
+  local target = string.match(holder, '^{"token":"([^"]+)"')
+  if target then
+    publish(ARGV[10], prefix .. target, 'replace')
+  end
+  return wait_in_queue(soonest, 0)
 end
 
 if ARGV[5] == '1' then
@@ -181,8 +215,11 @@ may(nil, 'HDEL', woken, token)
 may(nil, 'TIME')
 -- And announcing the release, if waiters can listen for it.
 may_announce(ARGV[10], prefix .. token)
--- Taking a slot is leaving the queue.
+-- Taking a slot is leaving the queue, and ends the takeover this run asked for.
 call('ZREM', queue, token)
+if mine then
+  call('DEL', request_key)
+end
 -- The fence: one past the counter. A missing counter (a new lock, or a server that lost its
 -- data: a restart without persistence, FLUSHALL, an eviction, a failover to a replica that
 -- never saw it) starts again from the server's clock in microseconds, which is past every

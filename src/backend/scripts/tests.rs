@@ -74,6 +74,7 @@ fn every_script_type_matches_its_header() {
             fence_key: key("{k}:fence"),
             queue: key("{k}:queue"),
             woken: key("{k}:queue:woken"),
+            replace_key: key("{k}:replace"),
             identity: String::from("{\"token\":\"t\""),
             metadata: String::from("}"),
             ttl: second,
@@ -84,6 +85,7 @@ fn every_script_type_matches_its_header() {
             listening: true,
             arrival_ms: None,
             want_run_id: false,
+            replace: true,
         },
     );
     check(
@@ -91,6 +93,7 @@ fn every_script_type_matches_its_header() {
         include_str!("renew.lua"),
         &Renew {
             slot: key("k"),
+            replace_key: Some(key("r")),
             limit_key: None,
             identity: String::from("i"),
             ttl: second,
@@ -119,7 +122,9 @@ fn every_script_type_matches_its_header() {
         &LeaveQueue {
             queue: key("q"),
             woken: key("w"),
+            replace_key: key("r"),
             token: String::from("t"),
+            identity: String::from("i"),
             channels: channels(false),
             grace: second,
         },
@@ -175,12 +180,14 @@ fn keys_follow_the_header_layout() {
     assert_eq!(argv[7], b"1");
     let renew = Renew {
         slot: key("k"),
+        replace_key: None,
         limit_key: Some(key("l")),
         identity: String::new(),
         ttl: Duration::from_secs(1),
         limit: 3,
     };
     assert_eq!(renew.keys(), [key("k"), key("l")]);
+    assert_eq!(renew.argv()[3], b"0");
 }
 
 /// Replies as the scripts send them, each read into its type; anything else is refused, not
@@ -257,12 +264,17 @@ fn replies_are_read_by_name() {
     let kept: ReleaseReply = redis::from_redis_value(array(vec![Int(2), Int(0)])).unwrap();
     assert!(matches!(kept.released, Released::KeptUntilMinHold));
     assert_eq!(
-        redis::from_redis_value::<Extended>(Int(1)).unwrap(),
-        Extended(true)
+        redis::from_redis_value::<Extended>(array(vec![Int(1), BulkString(Vec::new())])).unwrap(),
+        Extended(true, None)
     );
     assert_eq!(
-        redis::from_redis_value::<Extended>(Int(0)).unwrap(),
-        Extended(false)
+        redis::from_redis_value::<Extended>(array(vec![Int(1), BulkString(b"{}".to_vec())]))
+            .unwrap(),
+        Extended(true, Some(b"{}".to_vec()))
+    );
+    assert_eq!(
+        redis::from_redis_value::<Extended>(array(vec![Int(0), BulkString(Vec::new())])).unwrap(),
+        Extended(false, None)
     );
     assert_eq!(
         redis::from_redis_value::<Forced>(Int(2)).unwrap(),
