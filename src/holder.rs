@@ -55,6 +55,19 @@ pub fn newer_run(value: Option<&[u8]>) -> String {
     }
 }
 
+/// The `--replace` run that asked to take over, from its request (a lock value without a
+/// fence): its start time says nothing useful here either, as it has not held the lock.
+pub fn replacing_run(value: &[u8]) -> String {
+    match Holder::parse(value) {
+        Some(holder) => Holder {
+            since_ms: None,
+            ..holder
+        }
+        .to_string(),
+        None => String::from("a run of another version or tool"),
+    }
+}
+
 /// Who did the work a `--once` or `--once-per` record holds (`<when, server ms> <that
 /// holder's value>`), and when: `at 2026-11-25T03:00:01Z by web-3 (nightly report)`, and
 /// that time in ms since the epoch by the server's clock.

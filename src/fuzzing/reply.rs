@@ -61,6 +61,11 @@ pub(super) fn read_script_replies(value: Value) {
             _ => {}
         }
     }
+    // RENEW: extended or not, with the takeover another run asked for (`--replace`): what is
+    // said of that run is one line.
+    if let Ok(Extended(_, Some(request))) = redis::from_redis_value::<Extended>(value.clone()) {
+        assert_plain_line(&holder::replacing_run(&request));
+    }
     // SCAN: a cursor and key names.
     if let Ok((_, names)) = redis::from_redis_value::<(u64, Vec<Vec<u8>>)>(value) {
         for name in names {
