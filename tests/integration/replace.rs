@@ -334,3 +334,209 @@ fn a_replacing_run_takes_over_in_a_cluster() {
     // starts listening.
     takeover(|| cluster.cmd(), || true);
 }
+
+/// The server's clock, in ms since the epoch.
+fn server_ms(server: &RedisServer) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+/// `--replace` with `--once`: a run whose work is already done exits 0 at its arrival
+/// without asking the holder anything; the holder runs on.
+#[test]
+fn a_replacing_run_whose_work_is_done_replaces_nobody() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-done");
+    server
+        .cmd()
+        .args(["-k", "rd", "--once", "v1", "--", "true"])
+        .run()
+        .assert_code(0);
+    let old = server
+        .cmd()
+        .args(["-k", "rd", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    server
+        .cmd()
+        .args(["-k", "rd", "--replace", "--once", "v1", "--", "touch"])
+        .arg(dir.join("new.ran"))
+        .run()
+        .assert_code(0)
+        .assert_stderr_contains("already done");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!dir.exists("old.term"), "a done run replaced the holder");
+    assert!(!dir.exists("new.ran"));
+    let asked: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rd}:replace")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(asked, 0, "a done run left a takeover standing");
+    old.signal(libc::SIGTERM);
+    old.wait_within(Duration::from_secs(20))
+        .assert_stderr_lacks("replaced by");
+}
+
+/// A replacing run that asked for a takeover and then finds the work done (here by another
+/// run, recorded while it waited behind a holder that never lets go) exits 0 and withdraws
+/// its request with it: the next run is not held up by it.
+#[test]
+fn a_replacing_run_that_finds_the_work_done_withdraws_its_takeover() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-withdrawn");
+    let mut conn = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:rw")
+        .arg("foreign")
+        .arg("PX")
+        .arg(2_000)
+        .query(&mut conn)
+        .unwrap();
+    let new = server
+        .cmd()
+        .args(["-k", "rw", "--replace", "--once", "v1", "--", "touch"])
+        .arg(dir.join("new.ran"))
+        .spawn();
+    wait_until(
+        Duration::from_secs(15),
+        "the takeover to be asked for",
+        || {
+            redis::cmd("EXISTS")
+                .arg("{redlock:rw}:replace")
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 1
+        },
+    );
+    let record = format!(
+        "{} {{\"token\":\"t\",\"host\":\"elsewhere\"}}",
+        server_ms(&server)
+    );
+    let _: () = redis::cmd("HSET")
+        .arg("{redlock:rw}:done")
+        .arg("v1")
+        .arg(record)
+        .query(&mut conn)
+        .unwrap();
+    new.wait_within(Duration::from_secs(20))
+        .assert_code(0)
+        .assert_stderr_contains("already done");
+    assert!(!dir.exists("new.ran"));
+    let asked: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rw}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(asked, 0, "the takeover outlived the run that asked for it");
+    // Once the foreign value is gone, the lock is free for anyone: no takeover stands.
+    wait_until(
+        Duration::from_secs(5),
+        "the foreign value to expire",
+        || {
+            redis::cmd("EXISTS")
+                .arg("redlock:rw")
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 0
+        },
+    );
+    server
+        .cmd()
+        .args(["-k", "rw", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
+#[test]
+fn replace_is_refused_with_supersede() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args(["-k", "rx", "--replace", "--supersede", "--", "true"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("--supersede cannot be used with --replace");
+}
+
+/// A holder already told to stop (a SIGTERM passed on, with `--stop-timeout`) is not
+/// replaced as well: the first reason to end the command decides, 128+15 here.
+#[test]
+fn a_holder_being_stopped_is_not_replaced() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-stopping");
+    let d = dir.join("").display().to_string();
+    let old = server
+        .cmd()
+        .args(["-k", "rt", "--stop-timeout", "1s", "--shell"])
+        .arg(format!(
+            "trap 'date +%s%N > {d}old.term' TERM; date +%s%N > {d}old.start; \
+             while :; do sleep 0.05; done"
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    old.signal(libc::SIGTERM);
+    wait_until(Duration::from_secs(5), "the command to get SIGTERM", || {
+        dir.exists("old.term")
+    });
+    let new = server
+        .cmd()
+        .args(["-k", "rt", "--replace", "--", "true"])
+        .spawn();
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(128 + libc::SIGTERM)
+        .assert_stderr_contains("--stop-timeout")
+        .assert_stderr_lacks("replaced by");
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+}
+
+/// A replaced holder whose command ignores SIGTERM, with a long --kill-after: a SIGTERM to
+/// redlock-run then starts `--stop-timeout`'s budget, which kills the group well before
+/// --kill-after would; the run still exits 77, the takeover having come first.
+#[test]
+fn stop_timeout_bounds_a_replaced_command_that_ignores_sigterm() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-budget");
+    let d = dir.join("").display().to_string();
+    let old = server
+        .cmd()
+        .args([
+            "-k",
+            "rb",
+            "--kill-after",
+            "60s",
+            "--stop-timeout",
+            "1s",
+            "--shell",
+        ])
+        .arg(format!(
+            "trap 'date +%s%N > {d}old.term' TERM; date +%s%N > {d}old.start; \
+             while :; do sleep 0.05; done"
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    let new = server
+        .cmd()
+        .args(["-k", "rb", "--replace", "--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(5), "the takeover's SIGTERM", || {
+        dir.exists("old.term")
+    });
+    let signalled = now_ns();
+    old.signal(libc::SIGTERM);
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("replaced by")
+        .assert_stderr_contains("--stop-timeout");
+    let took = (now_ns() - signalled) / 1_000_000;
+    assert!(
+        took < 3_000,
+        "the replaced command was killed {took} ms after the stop signal"
+    );
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+}
