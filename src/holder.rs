@@ -138,6 +138,18 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn a_replacing_run_is_named_in_one_line() {
+        let request = br#"{"token":"t","host":"web\n2","pid":811,"program":"report.sh","label":"v2","since_ms":5}"#;
+        let line = replacing_run(request);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("pid 811") && line.contains("(v2)"), "{line}");
+        assert_eq!(
+            replacing_run(b"foreign"),
+            "a run of another version or tool"
+        );
+    }
+
+    #[test]
     fn reads_what_redlock_run_writes() {
         let value = r#"{"token":"t-1","fence":7,"host":"web-3","pid":4242,"program":"deploy.sh","label":"prod","since":"2026-01-01T00:00:00Z","since_ms":1000,"ttl_ms":30000,"limit":1}"#;
         let holder = Holder::parse(value.as_bytes()).unwrap();

@@ -85,13 +85,15 @@ mod tests {
 
     #[test]
     fn the_entry_points_take_any_bytes() {
-        let inputs: [&[u8]; 6] = [
+        let inputs: [&[u8]; 7] = [
             b"",
             b"\0",
             b"-k\0job\0-r\0redis://u:Qx7pw@h:1\0--\0true",
             b"\x00redis\0u\0Qx7pw\0h:1/0",
             b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$0\r\n\r\n:7000\r\n",
             b"{\"token\":\"t\",\"host\":\"h\\n\"}",
+            // renew.lua's reply with a takeover asked for (`--replace`).
+            b"*2\r\n:1\r\n$26\r\n{\"token\":\"t\",\"host\":\"h\\n\"}\r\n",
         ];
         for input in inputs {
             command_line(input);
