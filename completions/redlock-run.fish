@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair supersede min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
+    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -48,6 +48,7 @@ json\t''"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Fail at once when the lock is busy (same as --wait 0)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fair -d 'Take the lock in the order the waiters arrived (first come, first served)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l supersede -d 'While waiting, give way to a newer --supersede run of the same lock: exit 77'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replace -d 'Take over from the current holder: ask it to stop, and be served next'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Take the lock even on a Redis that may evict it (maxmemory set with a maxmemory-policy other than noeviction): Redis may then delete a held lock under memory pressure and let a second holder in. Without it, such a server is refused'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l pass-redis-env -d 'Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command\'s environment; by default they are removed from it when they hold a password'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print only errors on stderr'

@@ -18,8 +18,9 @@ Exit status:
            out before the command could start (see -E)
   76       the lock was lost while the command ran; the command was terminated (or
            had ended before the loss was seen, by the release)
-  77       superseded: a newer --supersede run started waiting for the lock; the
-           command never ran
+  77       superseded or replaced: a newer --supersede run started waiting for
+           the lock (the command never ran), or a --replace run took over (the
+           command was terminated and the lock handed on)
   124      --max-runtime ran out; the command was terminated (76 if the lock was lost)
   125      redlock-run itself failed and the command never ran (usage, Redis, auth,
            an ACL permission, TLS, no process for the command)
@@ -64,7 +65,8 @@ pub struct Cli {
     /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
     /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
     /// wait_timeout, superseded, not_started, already_done, waiting, lost, max_runtime,
-    /// stop_timeout, usage, error, warning, internal_error, step), key and fence once known, exit_code,
+    /// replaced, stop_timeout, usage, error, warning, internal_error, step), key and fence
+    /// once known, exit_code,
     /// waited_ms, held_ms and renewals where they apply, and message, the text line without
     /// its prefix. Both are redacted and escaped alike: no password, and control characters
     /// from outside only as \n, \x1b, …. A command line that cannot be parsed is reported
@@ -274,9 +276,22 @@ pub struct RunArgs {
     /// key can serve deploys that coalesce and migrations that queue. With --fair the
     /// others keep their order; with --limit N the newest superseding waiter of the key
     /// survives. With several servers (Redlock) a majority of them decides. Refused with
-    /// --no-wait.
+    /// --no-wait and with --replace.
     #[arg(long)]
     pub supersede: bool,
+
+    /// Take over from the current holder: ask it to stop, and be served next
+    ///
+    /// The holder's redlock-run (on any host) gets the request within a second: it sends
+    /// its command SIGTERM (SIGKILL after its own --kill-after), releases the lock and exits
+    /// 77. This run is served before every other waiter, and then runs its command as usual.
+    /// Its command never starts before the old one has exited, or, when the holder cannot
+    /// act (its host gone, stopped, a foreign client), before the old lease has run out.
+    /// --wait bounds the whole takeover (then 75). With --once or --once-per, a run whose
+    /// work is already done exits 0 and replaces nobody. Refused with --no-wait, with a
+    /// --limit above 1 and with --supersede.
+    #[arg(long)]
+    pub replace: bool,
 
     /// Keep the lock until DUR after it was taken, even if the command ends sooner (so the
     /// same cron line on hosts with skewed clocks runs once)

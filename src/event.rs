@@ -28,6 +28,9 @@ pub enum Event {
     LockLost(Loss),
     /// A release notice (only while waiting for a busy lock).
     Notice(Notice),
+    /// A `--replace` run asked to take over (with Redlock, on a majority of the nodes):
+    /// `by` is its lock value, without a fence.
+    ReplaceRequested { by: Vec<u8> },
 }
 
 /// Why the lock was lost.

@@ -22,7 +22,9 @@ pub enum Outcome {
     LockLost,
     /// `--max-runtime` ran out; the command was terminated.
     MaxRuntime,
-    /// `--supersede`: a newer superseding run started waiting; the command never ran.
+    /// Exit 77, nothing went wrong: `--supersede`, a newer superseding run started waiting
+    /// and the command never ran; or `--replace`, another run took over, the command was
+    /// terminated and the lock handed on.
     Superseded,
     /// A signal arrived before the command started, and nothing was run; or, with
     /// `--stop-timeout`, while it ran, and its group had to be killed when that ran out.
@@ -43,7 +45,9 @@ pub enum Outcome {
 }
 
 pub const LOCK_LOST: u8 = 76;
-/// Superseded: the run gave way to a newer one, and is not a failure of its command.
+/// Superseded (`--supersede`) or replaced (`--replace`): the run gave way to another one,
+/// and nothing went wrong, so CI may allow it (sysexits leaves 77 to "permission denied",
+/// which a lock tool never reports).
 pub const SUPERSEDED: u8 = 77;
 /// As timeout(1) reports a command it stopped.
 pub const MAX_RUNTIME: u8 = 124;

@@ -55,6 +55,19 @@ pub fn newer_run(value: Option<&[u8]>) -> String {
     }
 }
 
+/// The `--replace` run that asked to take over, from its request (a lock value without a
+/// fence): its start time says nothing useful here either, as it has not held the lock.
+pub fn replacing_run(value: &[u8]) -> String {
+    match Holder::parse(value) {
+        Some(holder) => Holder {
+            since_ms: None,
+            ..holder
+        }
+        .to_string(),
+        None => String::from("a run of another version or tool"),
+    }
+}
+
 /// Who did the work a `--once` or `--once-per` record holds (`<when, server ms> <that
 /// holder's value>`), and when: `at 2026-11-25T03:00:01Z by web-3 (nightly report)`, and
 /// that time in ms since the epoch by the server's clock.
@@ -123,6 +136,18 @@ impl Blocker {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_replacing_run_is_named_in_one_line() {
+        let request = br#"{"token":"t","host":"web\n2","pid":811,"program":"report.sh","label":"v2","since_ms":5}"#;
+        let line = replacing_run(request);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("pid 811") && line.contains("(v2)"), "{line}");
+        assert_eq!(
+            replacing_run(b"foreign"),
+            "a run of another version or tool"
+        );
+    }
 
     #[test]
     fn reads_what_redlock_run_writes() {

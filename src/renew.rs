@@ -6,16 +6,25 @@
 //! and every deadline come from `lease.rs`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{LockBackend, Renewal};
+use crate::backend::{LockBackend, Notice, Renewal, Subscription};
 use crate::event::{Event, Loss};
 use crate::lease::{self, Lease};
 use crate::report;
+
+/// How long the command runs before its holder listens for a takeover (`--replace`): the
+/// subscription's connection is then made well after the command's start, off the path to
+/// it, and a command that ends sooner never makes one. A takeover asked for before is asked
+/// again by the replacing run's next tries, which come often at first (`wait.rs`).
+const LISTEN_AFTER: Duration = Duration::from_millis(200);
+
+/// The message a takeover sends on the holder's own channel (`acquire.lua`).
+const REPLACE_NOTICE: &str = "replace";
 
 /// The renewal thread once it has a lease.
 pub struct Renewer {
@@ -96,10 +105,30 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
     let mut failures = 0u32;
     let mut last_error = String::from("no renewal was answered");
     let mut next_renewal = lease.renewal_due();
+    // A takeover's notice only makes the next renewal come now: the renewal is what
+    // decides (with Redlock, a majority of the nodes), and it is also the fallback for a
+    // notice that never came.
+    let (poke, poked) = mpsc::channel::<()>();
+    let mut listen_at = Some(Instant::now() + LISTEN_AFTER);
+    let mut _listening: Option<Subscription> = None;
+    let mut replace_told = false;
     loop {
-        std::thread::sleep(next_renewal.saturating_duration_since(Instant::now()));
+        let wake_at = listen_at.map_or(next_renewal, |at| at.min(next_renewal));
+        let renew_now = sleep_until(&poked, wake_at);
         if stopped.load(Ordering::Relaxed) {
             return None;
+        }
+        if listen_at.is_some_and(|at| Instant::now() >= at) {
+            listen_at = None;
+            let mut backend = lock_backend(&backend);
+            if stopped.load(Ordering::Relaxed) {
+                return None;
+            }
+            _listening = listen_for_takeover(&mut **backend, poke.clone(), next_renewal);
+            drop(backend);
+        }
+        if !renew_now && Instant::now() < next_renewal {
+            continue;
         }
 
         let give_up_at = lease.give_up_at();
@@ -112,9 +141,16 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
         if stopped.load(Ordering::Relaxed) {
             return None;
         }
-        match backend.renew(give_up_at) {
-            Ok(Renewal::Extended { sent_at }) => {
+        match backend.renew(give_up_at, renew_now) {
+            Ok(Renewal::Extended {
+                sent_at,
+                replace_by,
+            }) => {
                 lease.renewed(sent_at);
+                if let Some(by) = replace_by.filter(|_| !replace_told) {
+                    replace_told = true;
+                    let _ = events.send(Event::ReplaceRequested { by });
+                }
                 // Sent with the backend still locked, so that once `stop` has the backend,
                 // every renewal that succeeded has been reported.
                 let _ = events.send(Event::Renewed {
@@ -136,6 +172,44 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
                 report::verbose(format_args!("renewal failed, retrying: {last_error}"));
                 next_renewal = lease::renewal_retry(Instant::now(), failures, give_up_at);
             }
+        }
+    }
+}
+
+/// Sleeps until `until`, or until a takeover's notice comes: then returns true.
+fn sleep_until(poked: &Receiver<()>, until: Instant) -> bool {
+    match poked.recv_timeout(until.saturating_duration_since(Instant::now())) {
+        Ok(()) => true,
+        Err(RecvTimeoutError::Timeout) => false,
+        // Never: this thread keeps a sender.
+        Err(RecvTimeoutError::Disconnected) => {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            false
+        }
+    }
+}
+
+/// Subscribes to this holder's own channel, where a `--replace` run's acquisition sends its
+/// request: each one pokes the renewal thread. Given up at `deadline` (the next renewal's),
+/// and then the renewals alone find a takeover. One connection more per holder, the
+/// subscription of a waiting run (`LockBackend::subscribe`), on this holder's channel alone.
+fn listen_for_takeover(
+    backend: &mut dyn LockBackend,
+    poke: Sender<()>,
+    deadline: Instant,
+) -> Option<Subscription> {
+    let sink = Box::new(move |notice: Notice| match notice {
+        Notice::Released { by } if by == REPLACE_NOTICE => poke.send(()).is_ok(),
+        Notice::Released { .. } => true,
+        Notice::Broken(_) => false,
+    });
+    match backend.subscribe(sink, Some(deadline)) {
+        Ok(subscription) => Some(subscription),
+        Err(err) => {
+            report::verbose(format_args!(
+                "not listening for a takeover (--replace), renewals will find it: {err:#}"
+            ));
+            None
         }
     }
 }

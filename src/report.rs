@@ -95,6 +95,8 @@ pub enum LogEvent {
     MaxRuntime,
     /// `--stop-timeout` ran out after a signal: the command's group was killed.
     StopTimeout,
+    /// A `--replace` run took over: the command is terminated.
+    Replaced,
     Released,
     /// The end of a run, with its numbers (`-v`).
     Summary,
@@ -123,6 +125,7 @@ impl LogEvent {
             LogEvent::Lost => "lost",
             LogEvent::MaxRuntime => "max_runtime",
             LogEvent::StopTimeout => "stop_timeout",
+            LogEvent::Replaced => "replaced",
             LogEvent::Released => "released",
             LogEvent::Summary => "summary",
             LogEvent::Usage => "usage",

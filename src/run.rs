@@ -131,6 +131,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     let lock = LockRequest {
         supersede: config.supersede,
         once: (*config.once).clone(),
+        replace: config.replace,
         ..LockRequest::new(
             config.key.clone(),
             config.timing.ttl,
@@ -293,6 +294,8 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         Ending::MaxRuntime => Outcome::MaxRuntime,
         // As if the signal had ended redlock-run, which it asked to.
         Ending::Stopped { signal } => Outcome::Interrupted { signal },
+        // Another run took over (--replace): 77, as a superseded waiter.
+        Ending::Replaced => Outcome::Superseded,
         Ending::Exited => Outcome::Command {
             status: supervised.status,
             lent_terminal: child.lends_terminal(),
@@ -383,6 +386,7 @@ fn acquire(
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
         redis_timeout: config.redis_timeout,
+        takeover: config.replace,
     };
     let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
         .with_context(|| format!("cannot wait for {}", config.key));

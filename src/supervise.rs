@@ -17,6 +17,14 @@
 //! timer of this loop like `--kill-after`'s; the lease is renewed and watched meanwhile as
 //! ever, so a lease that runs out first ends the command as a lost lock.
 //!
+//! A takeover asked for by a `--replace` run (the renewal thread reports it,
+//! `Event::ReplaceRequested`) terminates the command as `--max-runtime` does
+//! (`Ending::Replaced`, exit 77), and the lock is released only once the group is gone. The
+//! first reason to end the command decides how the run ends: a takeover asked for once the
+//! command is already being ended (a lost lock, `--max-runtime`, a stop signal) changes
+//! nothing, and a stop signal after a takeover still starts `--stop-timeout`'s budget, which
+//! may kill the group sooner than `--kill-after` would. A lost lock wins over all of them.
+//!
 //! As PID 1 of a container, orphans that come back to this process are reaped as they die
 //! (SIGCHLD), so that none is left a zombie while the command runs.
 
@@ -51,6 +59,8 @@ pub enum Ending {
     LockLost,
     /// Killed because `--stop-timeout` ran out after redlock-run received `signal`.
     Stopped { signal: libc::c_int },
+    /// Terminated because a `--replace` run asked to take over.
+    Replaced,
 }
 
 /// How often to look whether processes the command left in its group have gone.
@@ -96,6 +106,7 @@ pub fn supervise(
         runtime_ends: limits.max_runtime.map(|limit| Instant::now() + limit),
         reaped: None,
         told_unreachable: false,
+        asked_to_stop: false,
     };
     loop {
         let event = match state.next_timer() {
@@ -163,6 +174,9 @@ struct Supervisor<'a> {
     reaped: Option<Reaped>,
     /// Whether the user was told that the group's processes are out of reach.
     told_unreachable: bool,
+    /// Whether a terminating signal to redlock-run was passed on to the command (or the
+    /// terminal delivered it): a takeover asked for after that is left to it.
+    asked_to_stop: bool,
 }
 
 /// The command's first process, reaped.
@@ -264,14 +278,50 @@ impl Supervisor<'_> {
             Event::LockLost(loss) => self.reported_lost(loss),
             Event::ChildExited { .. } => self.exited(),
             Event::ChildrenChanged => self.child.reap_orphans(),
+            Event::ReplaceRequested { by } => self.replace_requested(&by),
             Event::Notice(_) => {}
         }
+    }
+
+    /// A `--replace` run asked to take over: the command is terminated as for
+    /// `--max-runtime`, and the lock is released once its group is gone, not before, so
+    /// that the new command never runs beside it. A command already ending, or already
+    /// being terminated (a lost lock, `--max-runtime`, or a stop signal redlock-run
+    /// received and forwarded), is left to that: the first reason to end it decides the
+    /// exit status. A stop signal that comes after still starts `--stop-timeout`'s budget.
+    fn replace_requested(&mut self, by: &[u8]) {
+        if self.kill_at.is_some()
+            || self.ended_by.is_some()
+            || self.reaped.is_some()
+            || self.asked_to_stop
+        {
+            return;
+        }
+        let sent = self.child.terminate_group();
+        self.kill_at = Some(Instant::now() + self.limits.kill_after);
+        self.ending = Ending::Replaced;
+        report::info_as(
+            report::LogEvent::Replaced,
+            &[],
+            format_args!(
+                "replaced by {}; terminating the command (SIGTERM now, SIGKILL in {})",
+                crate::holder::replacing_run(by),
+                report::duration(self.limits.kill_after)
+            ),
+        );
+        told(libc::SIGTERM, sent);
     }
 
     fn forward(&mut self, signal: libc::c_int, from_terminal: bool) {
         // Whether or not it is forwarded (the terminal may have delivered it already), the
         // command was asked to stop, and the budget starts.
         self.start_stop_budget(signal);
+        if matches!(
+            signal,
+            libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT
+        ) {
+            self.asked_to_stop = true;
+        }
         if from_terminal && self.child.has_terminal() {
             report::verbose(format_args!(
                 "{} came from the terminal, which delivered it to the command already",

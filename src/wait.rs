@@ -63,6 +63,13 @@ const RELEASING_RETRY: Duration = Duration::from_millis(5);
 const RELEASING_TRIES: u32 = 10;
 /// How long a wait lasts before the holder is named.
 const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
+/// With `--replace`, how often to try (each try asks the holder again) during the first
+/// `TAKEOVER_PUSH` of the wait. A holder listens for a takeover only once its command has run
+/// 200 ms (`renew.rs`): one asked for before then is heard at the next try, and so within
+/// the second promised. After that the holder listens, or never will (then its renewals
+/// find the request), and the usual pace resumes.
+const TAKEOVER_RETRY: Duration = Duration::from_millis(300);
+const TAKEOVER_PUSH: Duration = Duration::from_millis(1500);
 /// Whether a step begun at `step` that just failed was cut short by the wait's own
 /// deadline rather than given Redis's whole timeout: then it says nothing of Redis, and the
 /// wait ends on what Redis last did answer (a busy lock behind a slow server is 75, not
@@ -116,6 +123,8 @@ pub struct WaitPlan {
     pub announce: bool,
     /// `--redis-timeout`: what a step that Redis failed had to answer in.
     pub redis_timeout: Duration,
+    /// `--replace`: each try asks the holder again to stop, so the first ones come often.
+    pub takeover: bool,
 }
 
 /// How release notices reach the waiter.
@@ -270,9 +279,13 @@ pub fn wait_for_lock(
                     if matches!(listening, Listening::Polling) {
                         delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
                     }
+                    let pushing = plan.takeover && started.elapsed() < TAKEOVER_PUSH;
+                    if pushing {
+                        delay = delay.min(TAKEOVER_RETRY);
+                    }
                     next_try = Instant::now() + delay;
                     // Until woken or the next try, only the subscription's connection stays.
-                    if matches!(listening, Listening::Subscribed { .. }) {
+                    if matches!(listening, Listening::Subscribed { .. }) && !pushing {
                         backend.rest();
                     }
                     // The other contenders' releases are about to come: they must not

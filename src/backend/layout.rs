@@ -32,6 +32,11 @@
 //!   `<when, server ms> <the value of the holder that did it>`; `{K}:done:per`: with
 //!   `--once-per`, a sorted set of the same records by the successful run's arrival (server
 //!   ms). Both last `--remember`, and are written by the release that ends the run.
+//! - `{K}:replace`: with `--replace`, the takeover a run asked for while the lock was held:
+//!   its identity and metadata (a string, the JSON of a lock value without its fence). While
+//!   it stands, nobody else takes a free slot; the holder's renewals find it, and it ends
+//!   when the replacing run takes the lock or leaves (or runs out, 3 leases after its last
+//!   attempt).
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
@@ -83,6 +88,8 @@ pub struct LockRequest {
     pub supersede: bool,
     /// `--once`, `--once-per`: the work done once per ID or per firing.
     pub once: Once,
+    /// `--replace`: while the lock is held, ask its holder to stop, and be served next.
+    pub replace: bool,
 }
 
 /// What `--once ID` and `--once-per DUR` ask of a run: not to run its command when a run of
@@ -140,6 +147,7 @@ impl LockRequest {
             arrival_ms: None,
             supersede: false,
             once: Once::default(),
+            replace: false,
         }
     }
 
@@ -243,9 +251,14 @@ pub fn queue_keys(key: &Key) -> [Key; 2] {
     ]
 }
 
+/// The takeover asked for by a `--replace` run of lock `key`, while it stands.
+pub fn replace_key(key: &Key) -> Key {
+    sibling_key(key, b":replace")
+}
+
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 8] = [
+const INTERNAL_SUFFIXES: [&[u8]; 9] = [
     b":fence",
     b":supersede",
     b":done",
@@ -254,6 +267,7 @@ const INTERNAL_SUFFIXES: [&[u8]; 8] = [
     b":queue",
     b":queue:woken",
     b":queue:alive",
+    b":replace",
 ];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past

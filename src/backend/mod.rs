@@ -42,7 +42,7 @@ pub use layout::{
 };
 pub use notices::cannot_subscribe;
 /// The replies of the scripts, read by the fuzz targets as the backend reads them.
-pub(crate) use scripts::{AcquireReply, Acquisition, PeekReply};
+pub(crate) use scripts::{AcquireReply, Acquisition, Extended, PeekReply};
 pub use target::{holds_secret, Deployment, Password, Sources};
 pub use vetting::Eviction;
 
@@ -97,10 +97,15 @@ pub enum Attempt {
 }
 
 /// The result of one renewal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Renewal {
     /// Extended by a command sent at `sent_at`: the lease now runs from then.
-    Extended { sent_at: Instant },
+    /// `replace_by`: another run asked to take over (`--replace`): its lock value, without
+    /// a fence (a [`Holder`] reads it); with Redlock, asked on a majority of the nodes.
+    Extended {
+        sent_at: Instant,
+        replace_by: Option<Vec<u8>>,
+    },
     /// The key is gone or holds someone else's value: the lock is lost for sure.
     NotOurs,
 }
@@ -211,8 +216,10 @@ pub trait LockBackend: Send {
     /// Redis timeout in any case. Errors are transport or server failures.
     fn try_acquire(&mut self, deadline: Option<Instant>) -> Result<Attempt>;
 
-    /// Extend the lease, giving up at `deadline`.
-    fn renew(&mut self, deadline: Instant) -> Result<Renewal>;
+    /// Extend the lease, giving up at `deadline`. `takeover_heard`: a takeover
+    /// (`--replace`) was announced on this holder's channel, so the renewal looks for it
+    /// even where it otherwise would not (a Redis Cluster: see `SingleRedis::renew`).
+    fn renew(&mut self, deadline: Instant, takeover_heard: bool) -> Result<Renewal>;
 
     /// Delete the lock if it is still ours and wake the waiters, or, with `keep_for`, leave
     /// it to expire that much later (`--min-hold`). Gives up at `deadline`, which is never

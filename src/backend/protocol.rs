@@ -17,7 +17,8 @@ use anyhow::{anyhow, Context, Result};
 use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later};
 use super::layout::{
-    done_keys, fence_key, limit_key, queue_keys, supersede_key, Channels, Key, LockRequest,
+    done_keys, fence_key, limit_key, queue_keys, replace_key, supersede_key, Channels, Key,
+    LockRequest,
 };
 use super::notices;
 use super::scripts::{
@@ -125,6 +126,7 @@ impl SingleRedis {
             fence_key: fence_key(&self.lock.key),
             queue,
             woken,
+            replace_key: replace_key(&self.lock.key),
             identity: self.identity.clone(),
             metadata: self.lock.metadata.clone(),
             ttl: self.lock.ttl,
@@ -139,6 +141,7 @@ impl SingleRedis {
             supersede: self.lock.supersede,
             arrived: self.arrived,
             once: self.once_args(),
+            replace: self.lock.replace,
         };
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -361,20 +364,29 @@ impl LockBackend for SingleRedis {
         self.try_acquire_until(deadline)
     }
 
-    fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
+    fn renew(&mut self, deadline: Instant, takeover_heard: bool) -> Result<Renewal> {
+        // A takeover concerns a mutex only (`--replace` needs `--limit 1`). It is looked for
+        // at every renewal, but in a Redis Cluster only once one was announced: there a key
+        // a script names that does not exist fails it (TRYAGAIN) while the slot migrates.
+        let look = self.lock.limit == 1 && (takeover_heard || !self.link.is_cluster());
         let renew = Renew {
             slot: self.held_key().clone(),
+            replace_key: look.then(|| replace_key(&self.lock.key)),
             limit_key: (self.lock.limit > 1).then(|| limit_key(&self.lock.key)),
             identity: self.identity.clone(),
             ttl: self.lock.ttl,
             limit: self.lock.limit,
         };
-        let (Extended(extended), sent_at) = self.link.call(Some(deadline), |session| {
-            let extended = session.run(&renew)?;
-            Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
-        })?;
+        let (Extended(extended, replace_by), sent_at) =
+            self.link.call(Some(deadline), |session| {
+                let extended = session.run(&renew)?;
+                Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
+            })?;
         Ok(if extended {
-            Renewal::Extended { sent_at }
+            Renewal::Extended {
+                sent_at,
+                replace_by,
+            }
         } else {
             Renewal::NotOurs
         })
@@ -393,15 +405,18 @@ impl LockBackend for SingleRedis {
     fn abandon(&mut self) {
         // A waiter that never listened never joined the queue. One that did is dropped
         // from it anyway once its connection closes (the next wake-up finds nobody on its
-        // channel); leaving now passes on a wake-up it may have been sent meanwhile.
-        if !self.listening {
+        // channel); leaving now passes on a wake-up it may have been sent meanwhile. A
+        // takeover asked for (`--replace`) ends here too, listening or not.
+        if !self.listening && !self.lock.replace {
             return;
         }
         let [queue, woken] = queue_keys(&self.lock.key);
         let leave = LeaveQueue {
             queue,
             woken,
+            replace_key: replace_key(&self.lock.key),
             token: self.lock.token.clone(),
+            identity: self.identity.clone(),
             channels: self.channels.clone(),
             grace: self.lock.ttl,
         };
@@ -417,11 +432,16 @@ impl LockBackend for SingleRedis {
     fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription> {
         let until = budget_end(self.link.timeout(), deadline);
         // Its own channel, where a release wakes it when it is first in the queue, and the
-        // lock's, where a release is announced when nobody is queued.
-        let channels = [
-            self.channels.wake(&self.lock.token),
-            self.channels.release.clone(),
-        ];
+        // lock's, where a release is announced when nobody is queued. A holder has no use
+        // for release notices: it listens on its own channel alone, where a takeover
+        // (`--replace`) is asked for (named twice, as the subscription takes two channels:
+        // Redis confirms each, and counts one subscription).
+        let own = self.channels.wake(&self.lock.token);
+        let channels = if self.held.is_some() {
+            [own.clone(), own]
+        } else {
+            [own, self.channels.release.clone()]
+        };
         let subscription = if self.channels.sharded {
             notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink, until)
         } else {

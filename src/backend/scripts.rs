@@ -118,6 +118,8 @@ pub(super) struct Acquire {
     pub fence_key: Key,
     pub queue: Key,
     pub woken: Key,
+    /// Where a `--replace` run's takeover stands.
+    pub replace_key: Key,
     /// The value's first bytes, which identify this holder.
     pub identity: String,
     /// The rest of the value, after the fence.
@@ -142,6 +144,8 @@ pub(super) struct Acquire {
     pub arrived: bool,
     /// The --once and --once-per records, and what this run looks for in them.
     pub once: OnceArgs,
+    /// `--replace`: ask the holder to stop, and be served next.
+    pub replace: bool,
 }
 
 /// What the scripts take of `--once` and `--once-per`.
@@ -171,6 +175,7 @@ impl Call for Acquire {
         "n+5 supersede",
         "n+6 done",
         "n+7 done_per",
+        "n+8 replace",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -190,6 +195,7 @@ impl Call for Acquire {
         "once_per_ms",
         "stamp_ms",
         "remember_ms",
+        "replace",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -202,6 +208,7 @@ impl Call for Acquire {
             self.supersede_key.clone(),
             self.once.done_key.clone(),
             self.once.done_per_key.clone(),
+            self.replace_key.clone(),
         ]);
         keys
     }
@@ -225,6 +232,7 @@ impl Call for Acquire {
             millis(self.once.per),
             number(self.once.stamp_ms.unwrap_or(0)),
             millis(self.once.remember),
+            flag(self.replace),
         ]
     }
 }
@@ -312,6 +320,8 @@ impl FromRedisValue for AcquireReply {
 pub(super) struct Renew {
     /// The slot this holder has.
     pub slot: Key,
+    /// Where a `--replace` run's takeover stands, when it is looked for.
+    pub replace_key: Option<Key>,
     /// With a semaphore (a limit above 1), its limit key.
     pub limit_key: Option<Key>,
     pub identity: String,
@@ -322,14 +332,18 @@ pub(super) struct Renew {
 impl Call for Renew {
     type Reply = Extended;
     const SCRIPT: &'static LazyLock<Script> = &RENEW;
-    const KEYS: &'static [&'static str] = &["1 slot", "2 limit"];
-    const ARGV: &'static [&'static str] = &["identity", "ttl_ms", "limit"];
+    const KEYS: &'static [&'static str] = &["1 slot", "2 limit", "3 replace"];
+    const ARGV: &'static [&'static str] = &["identity", "ttl_ms", "limit", "takeover"];
 
     fn keys(&self) -> Vec<Key> {
-        [Some(self.slot.clone()), self.limit_key.clone()]
-            .into_iter()
-            .flatten()
-            .collect()
+        [
+            Some(self.slot.clone()),
+            self.limit_key.clone(),
+            self.replace_key.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
 
     fn argv(&self) -> Vec<Vec<u8>> {
@@ -337,18 +351,23 @@ impl Call for Renew {
             self.identity.clone().into_bytes(),
             millis(self.ttl),
             number(self.limit),
+            flag(self.replace_key.is_some()),
         ]
     }
 }
 
 /// What `renew.lua` answered: whether the lease was extended (else the key is gone or
-/// someone else's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Extended(pub bool);
+/// someone else's), and the takeover another run asked for (`--replace`), if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Extended(pub bool, pub Option<Vec<u8>>);
 
 impl FromRedisValue for Extended {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        Ok(Extended(redis::from_redis_value::<i64>(value)? == 1))
+        let (extended, request): (i64, Vec<u8>) = redis::from_redis_value(value)?;
+        Ok(Extended(
+            extended == 1,
+            Some(request).filter(|request| !request.is_empty()),
+        ))
     }
 }
 
@@ -462,7 +481,11 @@ impl FromRedisValue for ReleaseReply {
 pub(super) struct LeaveQueue {
     pub queue: Key,
     pub woken: Key,
+    /// Where a `--replace` run's takeover stands: this waiter's ends with its wait.
+    pub replace_key: Key,
     pub token: String,
+    /// This waiter's identity, the first bytes of a takeover it asked for.
+    pub identity: String,
     /// Where waiters are woken.
     pub channels: Channels,
     /// How long a woken waiter has to try.
@@ -472,11 +495,16 @@ pub(super) struct LeaveQueue {
 impl Call for LeaveQueue {
     type Reply = Left;
     const SCRIPT: &'static LazyLock<Script> = &LEAVE_QUEUE;
-    const KEYS: &'static [&'static str] = &["1 queue", "2 woken"];
-    const ARGV: &'static [&'static str] = &["token", "wake_prefix", "grace_ms", "sharded"];
+    const KEYS: &'static [&'static str] = &["1 queue", "2 woken", "3 replace"];
+    const ARGV: &'static [&'static str] =
+        &["token", "wake_prefix", "grace_ms", "sharded", "identity"];
 
     fn keys(&self) -> Vec<Key> {
-        vec![self.queue.clone(), self.woken.clone()]
+        vec![
+            self.queue.clone(),
+            self.woken.clone(),
+            self.replace_key.clone(),
+        ]
     }
 
     fn argv(&self) -> Vec<Vec<u8>> {
@@ -485,6 +513,7 @@ impl Call for LeaveQueue {
             self.channels.wake_prefix.as_bytes().to_vec(),
             millis(self.grace),
             self.channels.sharded_arg().to_vec(),
+            self.identity.clone().into_bytes(),
         ]
     }
 }

@@ -47,6 +47,8 @@ pub struct Config {
     pub fair: bool,
     /// `--supersede`: a newer superseding waiter ends this one's wait (exit 77).
     pub supersede: bool,
+    /// `--replace`: take over from the current holder.
+    pub replace: bool,
     /// The lock is kept at least this long after it was taken.
     pub min_hold: Option<Duration>,
     /// The command is terminated after this long.
@@ -222,7 +224,8 @@ impl Config {
         // give way, and asking for both is a mistake worth saying (REDLOCK_WAIT=0 too).
         if args.supersede && wait == Wait::For(Duration::ZERO) {
             bail!(
-                "--supersede cannot be used with --no-wait (or a --wait of 0): only a run that                  waits for the lock can be superseded by a newer one"
+                "--supersede cannot be used with --no-wait (or a --wait of 0): only a run that \
+                 waits for the lock can be superseded by a newer one"
             );
         }
 
@@ -262,6 +265,28 @@ impl Config {
                 "invalid --key for Redis Cluster: {key} has a '}}' but no hash tag, so its \
                  fence, slots and queue cannot share its hash slot; use a name without braces, \
                  or with a tag such as {{deploy}}"
+            );
+        }
+        // A replacing run is served next, ahead of every waiter, and has asked the holder to
+        // stop: a newer run that dropped it would have ended that command for nothing, and
+        // a run that is first in line has nobody to overtake. Either alone is clear.
+        if args.supersede && args.replace {
+            bail!(
+                "--supersede cannot be used with --replace: a replacing run is served next and \
+                 has already asked the holder to stop, so no newer run may drop it; use \
+                 --replace to stop the running command, or --supersede to coalesce waiters"
+            );
+        }
+        if args.replace && args.limit > 1 {
+            bail!(
+                "--replace needs --limit 1: with several holders there is no one holder to \
+                 take over from"
+            );
+        }
+        if args.replace && wait == Wait::For(Duration::ZERO) {
+            bail!(
+                "--replace needs to wait for the holder to let go: give --wait DUR (or none, to \
+                 wait as long as it takes) instead of --no-wait or --wait 0"
             );
         }
         if redis.is_quorum() && args.fair {
@@ -311,6 +336,7 @@ impl Config {
             limit: args.limit,
             fair: args.fair,
             supersede: args.supersede,
+            replace: args.replace,
             min_hold,
             max_runtime,
             stop_timeout,

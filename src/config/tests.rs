@@ -197,3 +197,23 @@ fn supersede_needs_a_wait() {
         assert!(format!("{err:#}").contains("--supersede cannot be used with --no-wait"));
     }
 }
+
+#[test]
+fn replace_needs_a_wait_a_mutex_and_no_supersede() {
+    let replace = config(&["-k", "j", "--replace", "--", "true"]).unwrap();
+    assert!(replace.replace && !replace.supersede);
+    // With --once it is fine: a run whose work is done replaces nobody.
+    assert!(config(&["-k", "j", "--replace", "--once", "v1", "--", "true"]).is_ok());
+    for refused in [
+        &["--no-wait"][..],
+        &["--wait", "0"],
+        &["--limit", "2"],
+        &["--supersede"],
+    ] {
+        let mut args = vec!["-k", "j", "--replace"];
+        args.extend_from_slice(refused);
+        args.extend(["--", "true"]);
+        let err = format!("{:#}", config(&args).unwrap_err());
+        assert!(err.contains("--replace"), "{refused:?}: {err}");
+    }
+}

@@ -16,7 +16,7 @@ use crate::backend::inspect::{read_peek, LockView, NodeView, Verdict};
 use crate::backend::{
     colocates, holds_secret, identity_in, key_slot, lock_of_internal_key, mask_url, master_address,
     parse_slots, redact_url, shown, sibling_key, split_urls, AcquireReply, Acquisition, Deployment,
-    Holder, Key, Password, PeekReply, Sources,
+    Extended, Holder, Key, Password, PeekReply, Sources,
 };
 use clap::CommandFactory;
 

@@ -61,6 +61,11 @@ pub(super) fn read_script_replies(value: Value) {
             _ => {}
         }
     }
+    // RENEW: extended or not, with the takeover another run asked for (`--replace`): what is
+    // said of that run is one line.
+    if let Ok(Extended(_, Some(request))) = redis::from_redis_value::<Extended>(value.clone()) {
+        assert_plain_line(&holder::replacing_run(&request));
+    }
     // SCAN: a cursor and key names.
     if let Ok((_, names)) = redis::from_redis_value::<(u64, Vec<Vec<u8>>)>(value) {
         for name in names {
@@ -80,13 +85,15 @@ mod tests {
 
     #[test]
     fn the_entry_points_take_any_bytes() {
-        let inputs: [&[u8]; 6] = [
+        let inputs: [&[u8]; 7] = [
             b"",
             b"\0",
             b"-k\0job\0-r\0redis://u:Qx7pw@h:1\0--\0true",
             b"\x00redis\0u\0Qx7pw\0h:1/0",
             b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$0\r\n\r\n:7000\r\n",
             b"{\"token\":\"t\",\"host\":\"h\\n\"}",
+            // renew.lua's reply with a takeover asked for (`--replace`).
+            b"*2\r\n:1\r\n$26\r\n{\"token\":\"t\",\"host\":\"h\\n\"}\r\n",
         ];
         for input in inputs {
             command_line(input);

@@ -467,6 +467,11 @@ fn slow_then_silent_redis_the_holder_dies_before_its_lease_can_expire() {
         &body,
         Wrapper::new(&proxy.url()).args(["-k", "ss", "-t", "2s", "-v"]),
     );
+    // The holder listens for a takeover (`--replace`) on a connection of its own, opened
+    // 200ms into the command: once that is up, only renewals go through the proxy.
+    wait_until(Duration::from_secs(5), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
     // The first renewal is due 666ms after the acquire: these come well before it.
     let _: String = server.query(&["SCRIPT", "FLUSH"]);
     proxy.latency(Duration::from_millis(300), Duration::from_millis(300));

@@ -17,6 +17,7 @@ mod operators;
 mod pauses;
 mod pid1;
 mod redlock;
+mod replace;
 mod secrets;
 mod sentinel;
 mod servers;

@@ -290,22 +290,31 @@ impl LockBackend for Quorum {
         Err(tally.shortfall("could be reached", &self.nodes.displays()))
     }
 
-    fn renew(&mut self, deadline: Instant) -> Result<Renewal> {
+    fn renew(&mut self, deadline: Instant, takeover_heard: bool) -> Result<Renewal> {
         let started = Instant::now();
-        let round = self
-            .nodes
-            .send(self.nodes.all(), || Work::Renew { deadline });
+        let round = self.nodes.send(self.nodes.all(), || Work::Renew {
+            deadline,
+            takeover_heard,
+        });
         let mut tally = Tally::new(self.nodes.len());
+        // A takeover (`--replace`) is acted on only when a majority of the nodes has it on
+        // record from the same run: one node alone decides nothing.
+        let mut requests: Vec<Vec<u8>> = Vec::new();
         let end = self
             .nodes
             .collect(round, self.nodes.len(), deadline, |node, answer| {
                 match answer {
-                    Answer::Renew(Ok(Renewal::Extended { .. })) => tally.yes.push(node),
+                    Answer::Renew(Ok(Renewal::Extended { replace_by, .. })) => {
+                        requests.extend(replace_by);
+                        tally.yes.push(node);
+                    }
                     Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
                     Answer::Renew(Err(err)) => tally.fail(node, &err),
                     _ => {}
                 }
-                tally.decided()
+                // Once a node reports a takeover, the others are heard too (within the
+                // deadline), so that a majority of them on record is found at once.
+                tally.decided() && (requests.is_empty() || tally.answered() == tally.nodes)
             });
         tally.timed_out = end == RoundEnd::OutOfTime;
         if tally.won() {
@@ -328,7 +337,16 @@ impl LockBackend for Quorum {
                     deadline: restore_by,
                 });
             }
-            return Ok(Renewal::Extended { sent_at: started });
+            let replace_by = requests
+                .iter()
+                .find(|request| {
+                    requests.iter().filter(|other| other == request).count() >= self.majority
+                })
+                .cloned();
+            return Ok(Renewal::Extended {
+                sent_at: started,
+                replace_by,
+            });
         }
         if tally.refused() {
             return Ok(Renewal::NotOurs);

@@ -75,6 +75,8 @@ pub(super) enum Work {
     },
     Renew {
         deadline: Instant,
+        /// See `LockBackend::renew`.
+        takeover_heard: bool,
     },
     Release {
         keep_for: Option<Duration>,
@@ -301,7 +303,10 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
             Work::RaiseFence { fence, deadline } => {
                 Answer::RaiseFence(node.raise_fence(fence, deadline))
             }
-            Work::Renew { deadline } => Answer::Renew(node.renew(deadline)),
+            Work::Renew {
+                deadline,
+                takeover_heard,
+            } => Answer::Renew(node.renew(deadline, takeover_heard)),
             Work::Release {
                 keep_for,
                 deadline,

@@ -8,6 +8,8 @@
 -- KEYS[n+6] done: the --once record (hash: ID -> '<when, server ms> <holder's value>')
 -- KEYS[n+7] done_per: the --once-per record (sorted set: '<when> <holder's value>' -> the
 --          successful run's arrival, server ms)
+-- KEYS[n+8] replace: a takeover asked for by --replace: the asking run's identity and
+--          metadata; while it stands, nobody else may take a free slot
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -35,6 +37,9 @@
 -- ARGV[16] stamp_ms: this run's arrival by this server's clock, as the first attempt
 --          returned it; '0' on the first attempt: now, by TIME
 -- ARGV[17] remember_ms: --remember in ms: an older --once record counts as gone
+-- ARGV[18] replace: '1' with --replace: when the lock is held, ask its holder to stop (on
+--          its own channel) and be served first once it has let go; '0' not (never with
+--          supersede: the two are refused together)
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -47,8 +52,10 @@
 --         {2, 0, newer, 0} when this --supersede waiter was superseded (newer: the newer
 --           waiter's identity and metadata, a JSON object); it has left the queue;
 --         {3, 0, record, 0} when the work is already done (--once, --once-per; record:
---           '<when, server ms> <the holder's value>'); it has left the queue. Checked
---           before superseding: a run whose work is done is never told it was superseded;
+--           '<when, server ms> <the holder's value>'); it has left the queue, and ended
+--           the takeover it asked for (--replace). Checked before superseding and before
+--           any takeover: a run whose work is done is never told it was superseded, and
+--           replaces no one;
 --         each with a fifth element: how many entries of the woken waiters' record were
 --           not wake-up times and were taken out (see `woken_since`); a sixth: the
 --           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
@@ -114,6 +121,7 @@ end
 
 local queue, woken, token, prefix = KEYS[n + 3], KEYS[n + 4], ARGV[6], ARGV[7]
 local listens = ARGV[8] == '1'
+local replacing = ARGV[18] == '1'
 -- Trying is acting on any wake-up this waiter had: it is no longer owed one.
 call('HDEL', woken, token)
 
@@ -142,8 +150,16 @@ if not done and ARGV[14] ~= '' then
     end
   end
 end
+-- Where a takeover (--replace) stands, read before the work done is: a run whose work is
+-- done ends the one it asked for, or it would hold everybody up until it ran out.
+local request_key = KEYS[n + 8]
+local request = read(request_key)
+local mine = type(request) == 'string' and string.sub(request, 1, #identity) == identity
 if done then
   call('ZREM', queue, token)
+  if mine then
+    call('DEL', request_key)
+  end
   if #free > 0 then
     wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms())
   end
@@ -199,7 +215,13 @@ local function wait_in_queue(pttl, ahead)
   end
   if listens then
     local arrival = tonumber(ARGV[9])
-    call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
+    if replacing then
+      -- First in the queue, ahead of every waiter, so that the release wakes it first;
+      -- 0 is the same on every Redlock node.
+      call('ZADD', queue, 0, token)
+    else
+      call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
+    end
     -- The queue outlives its waiters by a little, should they all vanish with no release
     -- left to find them gone. A live waiter comes back when told (`pttl`, or in 10 s when
     -- nothing will free up by itself: wait.rs), however long the holder's lease or
@@ -210,6 +232,26 @@ local function wait_in_queue(pttl, ahead)
     end
   end
   return reply(0, pttl, holder, ahead)
+end
+
+-- A takeover (--replace) stands: the run that asked for it is served next, so a free slot
+-- waits for it (it comes within `ttl` of being woken, or the request runs out).
+if type(request) == 'string' and not mine then
+  local left = call('PTTL', request_key)
+  if #free > 0 or soonest < 0 or (left >= 0 and left < soonest) then
+    soonest = left
+  end
+  return wait_in_queue(soonest, 0)
+end
+if replacing and #free == 0 then
+  -- Asked for once the first time, kept while this run keeps trying (it comes back within
+  -- `ttl` or so: see wait.rs), and gone a little after it stops.
+  call('SET', request_key, identity .. ARGV[2], 'PX', 3 * ttl)
+  local target = string.match(holder, '^{"token":"([^"]+)"')
+  if target then
+    publish(ARGV[10], prefix .. target, 'replace')
+  end
+  return wait_in_queue(soonest, 0)
 end
 
 if ARGV[5] == '1' then
@@ -282,8 +324,11 @@ may(nil, 'HDEL', woken, token)
 may(nil, 'TIME')
 -- And announcing the release, if waiters can listen for it.
 may_announce(ARGV[10], prefix .. token)
--- Taking a slot is leaving the queue.
+-- Taking a slot is leaving the queue, and ends the takeover this run asked for.
 call('ZREM', queue, token)
+if mine then
+  call('DEL', request_key)
+end
 -- The fence: one past the counter. A missing counter (a new lock, or a server that lost its
 -- data: a restart without persistence, FLUSHALL, an eviction, a failover to a replica that
 -- never saw it) starts again from the server's clock in microseconds, which is past every

@@ -2,11 +2,18 @@
 -- not yet tried, the wake-up goes to the next waiter instead.
 -- KEYS[1] queue: the waiters' queue
 -- KEYS[2] woken: the woken waiters (see `wake_next`)
+-- KEYS[3] replace: a takeover asked for by --replace (see acquire.lua): one this waiter
+--          asked for ends with its wait, so that it holds nobody up
 -- ARGV[1] token: this waiter's token
 -- ARGV[2] wake_prefix: the prefix of a waiter's own channel
 -- ARGV[3] grace_ms: how long a woken waiter has to try, in milliseconds
 -- ARGV[4] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
+-- ARGV[5] identity: this waiter's identity, the first bytes of a takeover it asked for
 call('ZREM', KEYS[1], ARGV[1])
+local request = read(KEYS[3])
+if type(request) == 'string' and string.sub(request, 1, #ARGV[5]) == ARGV[5] then
+  call('DEL', KEYS[3])
+end
 if call('HDEL', KEYS[2], ARGV[1]) == 1 then
   wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left', tonumber(ARGV[3]),
     now_ms())

@@ -74,6 +74,7 @@ fn every_script_type_matches_its_header() {
             fence_key: key("{k}:fence"),
             queue: key("{k}:queue"),
             woken: key("{k}:queue:woken"),
+            replace_key: key("{k}:replace"),
             identity: String::from("{\"token\":\"t\""),
             metadata: String::from("}"),
             ttl: second,
@@ -88,6 +89,7 @@ fn every_script_type_matches_its_header() {
             supersede: false,
             arrived: false,
             once: OnceArgs::default(),
+            replace: true,
         },
     );
     check(
@@ -95,6 +97,7 @@ fn every_script_type_matches_its_header() {
         include_str!("renew.lua"),
         &Renew {
             slot: key("k"),
+            replace_key: Some(key("r")),
             limit_key: None,
             identity: String::from("i"),
             ttl: second,
@@ -125,7 +128,9 @@ fn every_script_type_matches_its_header() {
         &LeaveQueue {
             queue: key("q"),
             woken: key("w"),
+            replace_key: key("r"),
             token: String::from("t"),
+            identity: String::from("i"),
             channels: channels(false),
             grace: second,
         },
@@ -195,14 +200,50 @@ fn keys_follow_the_header_layout() {
     assert_eq!(argv[2], b"1");
     assert_eq!(argv[6], b"2000");
     assert_eq!(argv[7], b"1");
+    // --replace's key and argument come after --supersede's and --once's.
+    let acquire = Acquire {
+        slots: vec![key("k")],
+        limit_key: key("l"),
+        fence_key: key("f"),
+        queue: key("q"),
+        woken: key("w"),
+        replace_key: key("r"),
+        identity: String::new(),
+        metadata: String::new(),
+        ttl: Duration::from_secs(1),
+        limit: 1,
+        fair: false,
+        token: String::new(),
+        channels: channels(false),
+        listening: true,
+        arrival_ms: None,
+        want_run_id: false,
+        supersede_key: key("s"),
+        supersede: false,
+        arrived: false,
+        once: OnceArgs {
+            done_key: key("d"),
+            done_per_key: key("p"),
+            ..OnceArgs::default()
+        },
+        replace: true,
+    };
+    assert_eq!(
+        acquire.keys()[5..],
+        [key("s"), key("d"), key("p"), key("r")]
+    );
+    let argv = acquire.argv();
+    assert_eq!((&argv[11][..], &argv[17][..]), (&b"0"[..], &b"1"[..]));
     let renew = Renew {
         slot: key("k"),
+        replace_key: None,
         limit_key: Some(key("l")),
         identity: String::new(),
         ttl: Duration::from_secs(1),
         limit: 3,
     };
     assert_eq!(renew.keys(), [key("k"), key("l")]);
+    assert_eq!(renew.argv()[3], b"0");
 }
 
 /// Replies as the scripts send them, each read into its type; anything else is refused, not
@@ -311,12 +352,17 @@ fn replies_are_read_by_name() {
     let kept: ReleaseReply = redis::from_redis_value(array(vec![Int(2), Int(0)])).unwrap();
     assert!(matches!(kept.released, Released::KeptUntilMinHold));
     assert_eq!(
-        redis::from_redis_value::<Extended>(Int(1)).unwrap(),
-        Extended(true)
+        redis::from_redis_value::<Extended>(array(vec![Int(1), BulkString(Vec::new())])).unwrap(),
+        Extended(true, None)
     );
     assert_eq!(
-        redis::from_redis_value::<Extended>(Int(0)).unwrap(),
-        Extended(false)
+        redis::from_redis_value::<Extended>(array(vec![Int(1), BulkString(b"{}".to_vec())]))
+            .unwrap(),
+        Extended(true, Some(b"{}".to_vec()))
+    );
+    assert_eq!(
+        redis::from_redis_value::<Extended>(array(vec![Int(0), BulkString(Vec::new())])).unwrap(),
+        Extended(false, None)
     );
     assert_eq!(
         redis::from_redis_value::<Forced>(Int(2)).unwrap(),

@@ -1,0 +1,542 @@
+//! `--replace`: a run takes over from the holder, on one server and over a Redlock quorum.
+//! The commands write their own timestamps (`date +%s%N`, the one clock of this machine) and
+//! the new command checks, as it starts, that no process of the old one is still alive: a
+//! takeover must never let the two run together.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::support::*;
+
+/// The old command: records its pid and its start, and on SIGTERM takes a moment to finish
+/// (so that a new command started too early would be caught), then records its end.
+fn old_command(dir: &TempDir) -> String {
+    let d = dir.join("").display().to_string();
+    format!(
+        "echo $$ > {d}old.pid; \
+         trap 'date +%s%N > {d}old.term; sleep 0.3; date +%s%N > {d}old.end; exit 0' TERM; \
+         date +%s%N > {d}old.start; \
+         while :; do sleep 0.05; done"
+    )
+}
+
+/// The new command (and a plain waiter's, named `name`): records whether any process of
+/// the old command is alive (a zombie is not: its parent may be stopped), then its start.
+fn new_command(dir: &TempDir, name: &str) -> String {
+    let d = dir.join("").display().to_string();
+    format!(
+        "state=$(awk '{{print $3}}' /proc/$(cat {d}old.pid)/stat 2>/dev/null); \
+         if [ -n \"$state\" ] && [ \"$state\" != Z ]; then echo alive > {d}{name}.overlap; fi; \
+         date +%s%N > {d}{name}.start"
+    )
+}
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[track_caller]
+fn stamp(dir: &TempDir, name: &str) -> u128 {
+    let text = dir.read(name);
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} holds {text:?}, not a time"))
+}
+
+/// `-r URL` once per node.
+fn r_args(nodes: &[RedisServer]) -> Vec<String> {
+    nodes
+        .iter()
+        .flat_map(|node| ["-r".to_string(), node.url()])
+        .collect()
+}
+
+/// A holder, a plain waiter, then a `--replace` run: the holder's command gets SIGTERM
+/// within 1 s, the holder exits 77 naming the new run, the new command starts only after the
+/// old one has ended, and before the plain waiter that came first.
+fn takeover(wrapper: impl Fn() -> Wrapper, subscribed: impl Fn() -> bool) {
+    let dir = TempDir::new("replace");
+    let old = wrapper()
+        .args(["-k", "rp", "--label", "old", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    // The holder listens for a takeover once its command has run a moment.
+    wait_until(Duration::from_secs(15), "the holder to listen", &subscribed);
+    let plain = wrapper()
+        .args(["-k", "rp", "--label", "plain", "--shell"])
+        .arg(new_command(&dir, "plain"))
+        .spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = now_ns();
+    let new = wrapper()
+        .args(["-k", "rp", "--replace", "--label", "new", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("replaced by")
+        .assert_stderr_contains("(new)");
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+    plain.wait_within(Duration::from_secs(20)).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+    assert!(
+        stamp(&dir, "new.start") < stamp(&dir, "plain.start"),
+        "the plain waiter, queued first, was served before the replacing run"
+    );
+}
+
+#[test]
+fn a_replacing_run_takes_over_after_the_old_command_has_ended() {
+    let server = RedisServer::start();
+    takeover(|| server.cmd(), || server.subscribed_clients() >= 1);
+}
+
+#[test]
+fn a_replacing_run_takes_over_from_a_redlock_holder() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    takeover(
+        || Wrapper::bare().args(r_args(&nodes)),
+        || nodes.iter().all(|node| node.subscribed_clients() >= 1),
+    );
+}
+
+/// A holder that cannot act (stopped): the new command waits for the old lease to run out,
+/// and starts only once the old command is gone.
+#[test]
+fn a_stopped_holder_is_waited_out_to_its_lease() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-stopped");
+    let old = server
+        .cmd()
+        .args(["-k", "rs", "--ttl", "3s", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    old.signal(libc::SIGSTOP);
+    let stopped = now_ns();
+    let new = server
+        .cmd()
+        .args(["-k", "rs", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    let out = new.wait_within(Duration::from_secs(20));
+    old.signal(libc::SIGCONT);
+    out.assert_code(0);
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+    assert!(
+        stamp(&dir, "new.start") - stamp(&dir, "old.start") >= 2_000_000_000,
+        "the new command started {} ms after the holder was stopped, before its lease ended",
+        (stamp(&dir, "new.start") - stopped) / 1_000_000
+    );
+    let _ = old.wait_within(Duration::from_secs(20));
+}
+
+/// A holder that is not redlock-run never lets go: --wait bounds the takeover (75), and the
+/// request goes with the run that gave up, holding no later run up.
+#[test]
+fn wait_bounds_a_takeover_from_a_foreign_holder() {
+    let server = RedisServer::start();
+    let mut conn = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:rf")
+        .arg("foreign")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+    server
+        .cmd()
+        .args(["-k", "rf", "--replace", "--wait", "1s", "--", "true"])
+        .run()
+        .assert_code(75);
+    let left: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rf}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(left, 0, "the takeover outlived the run that asked for it");
+}
+
+#[test]
+fn replace_is_refused_with_a_limit_or_no_wait() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args(["-k", "rl", "--replace", "--limit", "2", "--", "true"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("--replace needs --limit 1");
+    server
+        .cmd()
+        .args(["-k", "rl", "--replace", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("--replace needs to wait");
+}
+
+/// The replacing run is served next: a newcomer that finds the lock free while a takeover
+/// stands (here the replacing run is stopped before it could try again) does not take it.
+#[test]
+fn a_standing_takeover_is_served_before_a_newcomer() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-next");
+    let mut conn = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:rn")
+        .arg("foreign")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut conn)
+        .unwrap();
+    let new = server
+        .cmd()
+        .args(["-k", "rn", "--replace", "--", "touch"])
+        .arg(dir.join("new.ran"))
+        .spawn();
+    wait_until(
+        Duration::from_secs(15),
+        "the takeover to be asked for",
+        || {
+            redis::cmd("EXISTS")
+                .arg("{redlock:rn}:replace")
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 1
+        },
+    );
+    new.signal(libc::SIGSTOP);
+    let _: () = redis::cmd("DEL")
+        .arg("redlock:rn")
+        .query(&mut conn)
+        .unwrap();
+    server
+        .cmd()
+        .args(["-k", "rn", "--no-wait", "--", "touch"])
+        .arg(dir.join("newcomer.ran"))
+        .run()
+        .assert_code(75);
+    new.signal(libc::SIGCONT);
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+    assert!(dir.exists("new.ran"));
+    assert!(!dir.exists("newcomer.ran"));
+}
+
+/// Calls of `EVALSHA` a node has served: every renewal is one.
+fn evalsha_calls(node: &RedisServer) -> u64 {
+    node.command_stats()
+        .into_iter()
+        .find(|(name, _)| name == "evalsha")
+        .map_or(0, |(_, calls)| calls)
+}
+
+/// Redlock: a takeover on record on one node of three decides nothing; on two, the holder
+/// lets go.
+#[test]
+fn a_redlock_takeover_needs_a_majority_of_the_nodes() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("replace-majority");
+    let old = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rm", "--ttl", "3s", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    let request = r#"{"token":"other","host":"elsewhere","pid":1,"program":"x","label":"taker"}"#;
+    let ask = |node: &RedisServer| {
+        let _: () = redis::cmd("SET")
+            .arg("{redlock:rm}:replace")
+            .arg(request)
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut node.connection())
+            .unwrap();
+    };
+    ask(&nodes[0]);
+    // Two renewals (every second with a 3 s TTL) have seen it on that one node.
+    let since = evalsha_calls(&nodes[0]);
+    wait_until(Duration::from_secs(20), "two renewals", || {
+        evalsha_calls(&nodes[0]) >= since + 2
+    });
+    assert!(
+        !dir.exists("old.term"),
+        "one node of three decided a takeover"
+    );
+    ask(&nodes[1]);
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("replaced by elsewhere pid 1 `x` (taker)");
+    assert!(dir.exists("old.term"));
+}
+
+/// A takeover asked for the moment the old command starts, before its holder listens (it
+/// does once the command has run 200 ms): heard all the same within 1 s, through the
+/// replacing run's next tries.
+#[test]
+fn a_takeover_asked_for_before_the_holder_listens_is_heard_in_time() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-early");
+    let old = server
+        .cmd()
+        .args(["-k", "re", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    let asked = now_ns();
+    let new = server
+        .cmd()
+        .args(["-k", "re", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(Duration::from_secs(20)).assert_code(77);
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+}
+
+/// Redis Cluster: the holder hears the takeover on its sharded channel, and its renewal then
+/// looks for the request (it does not otherwise there: see `SingleRedis::renew`).
+#[test]
+fn a_replacing_run_takes_over_in_a_cluster() {
+    let cluster = crate::support::deployments::Cluster::start();
+    // The replacing run's first tries come often, so the holder hears it whenever it
+    // starts listening.
+    takeover(|| cluster.cmd(), || true);
+}
+
+/// The server's clock, in ms since the epoch.
+fn server_ms(server: &RedisServer) -> u64 {
+    let (seconds, micros): (u64, u64) = redis::cmd("TIME").query(&mut server.connection()).unwrap();
+    seconds * 1000 + micros / 1000
+}
+
+/// `--replace` with `--once`: a run whose work is already done exits 0 at its arrival
+/// without asking the holder anything; the holder runs on.
+#[test]
+fn a_replacing_run_whose_work_is_done_replaces_nobody() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-done");
+    server
+        .cmd()
+        .args(["-k", "rd", "--once", "v1", "--", "true"])
+        .run()
+        .assert_code(0);
+    let old = server
+        .cmd()
+        .args(["-k", "rd", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    server
+        .cmd()
+        .args(["-k", "rd", "--replace", "--once", "v1", "--", "touch"])
+        .arg(dir.join("new.ran"))
+        .run()
+        .assert_code(0)
+        .assert_stderr_contains("already done");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!dir.exists("old.term"), "a done run replaced the holder");
+    assert!(!dir.exists("new.ran"));
+    let asked: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rd}:replace")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(asked, 0, "a done run left a takeover standing");
+    old.signal(libc::SIGTERM);
+    old.wait_within(Duration::from_secs(20))
+        .assert_stderr_lacks("replaced by");
+}
+
+/// A replacing run that asked for a takeover and then finds the work done (here by another
+/// run, recorded while it waited behind a holder that never lets go) exits 0 and withdraws
+/// its request with it: the next run is not held up by it.
+#[test]
+fn a_replacing_run_that_finds_the_work_done_withdraws_its_takeover() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-withdrawn");
+    let mut conn = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("redlock:rw")
+        .arg("foreign")
+        .arg("PX")
+        .arg(2_000)
+        .query(&mut conn)
+        .unwrap();
+    let new = server
+        .cmd()
+        .args(["-k", "rw", "--replace", "--once", "v1", "--", "touch"])
+        .arg(dir.join("new.ran"))
+        .spawn();
+    wait_until(
+        Duration::from_secs(15),
+        "the takeover to be asked for",
+        || {
+            redis::cmd("EXISTS")
+                .arg("{redlock:rw}:replace")
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 1
+        },
+    );
+    let record = format!(
+        "{} {{\"token\":\"t\",\"host\":\"elsewhere\"}}",
+        server_ms(&server)
+    );
+    let _: () = redis::cmd("HSET")
+        .arg("{redlock:rw}:done")
+        .arg("v1")
+        .arg(record)
+        .query(&mut conn)
+        .unwrap();
+    new.wait_within(Duration::from_secs(20))
+        .assert_code(0)
+        .assert_stderr_contains("already done");
+    assert!(!dir.exists("new.ran"));
+    let asked: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rw}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(asked, 0, "the takeover outlived the run that asked for it");
+    // Once the foreign value is gone, the lock is free for anyone: no takeover stands.
+    wait_until(
+        Duration::from_secs(5),
+        "the foreign value to expire",
+        || {
+            redis::cmd("EXISTS")
+                .arg("redlock:rw")
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 0
+        },
+    );
+    server
+        .cmd()
+        .args(["-k", "rw", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
+#[test]
+fn replace_is_refused_with_supersede() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args(["-k", "rx", "--replace", "--supersede", "--", "true"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("--supersede cannot be used with --replace");
+}
+
+/// A holder already told to stop (a SIGTERM passed on, with `--stop-timeout`) is not
+/// replaced as well: the first reason to end the command decides, 128+15 here.
+#[test]
+fn a_holder_being_stopped_is_not_replaced() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-stopping");
+    let d = dir.join("").display().to_string();
+    let old = server
+        .cmd()
+        .args(["-k", "rt", "--stop-timeout", "1s", "--shell"])
+        .arg(format!(
+            "trap 'date +%s%N > {d}old.term' TERM; date +%s%N > {d}old.start; \
+             while :; do sleep 0.05; done"
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    old.signal(libc::SIGTERM);
+    wait_until(Duration::from_secs(5), "the command to get SIGTERM", || {
+        dir.exists("old.term")
+    });
+    let new = server
+        .cmd()
+        .args(["-k", "rt", "--replace", "--", "true"])
+        .spawn();
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(128 + libc::SIGTERM)
+        .assert_stderr_contains("--stop-timeout")
+        .assert_stderr_lacks("replaced by");
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+}
+
+/// A replaced holder whose command ignores SIGTERM, with a long --kill-after: a SIGTERM to
+/// redlock-run then starts `--stop-timeout`'s budget, which kills the group well before
+/// --kill-after would; the run still exits 77, the takeover having come first.
+#[test]
+fn stop_timeout_bounds_a_replaced_command_that_ignores_sigterm() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-budget");
+    let d = dir.join("").display().to_string();
+    let old = server
+        .cmd()
+        .args([
+            "-k",
+            "rb",
+            "--kill-after",
+            "60s",
+            "--stop-timeout",
+            "1s",
+            "--shell",
+        ])
+        .arg(format!(
+            "trap 'date +%s%N > {d}old.term' TERM; date +%s%N > {d}old.start; \
+             while :; do sleep 0.05; done"
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    let new = server
+        .cmd()
+        .args(["-k", "rb", "--replace", "--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(5), "the takeover's SIGTERM", || {
+        dir.exists("old.term")
+    });
+    let signalled = now_ns();
+    old.signal(libc::SIGTERM);
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("replaced by")
+        .assert_stderr_contains("--stop-timeout");
+    let took = (now_ns() - signalled) / 1_000_000;
+    assert!(
+        took < 3_000,
+        "the replaced command was killed {took} ms after the stop signal"
+    );
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+}
