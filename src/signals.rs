@@ -5,7 +5,8 @@
 //! |---------------------------------|----------------------------|---------------------------------------|
 //! | INT, TERM, HUP, QUIT, USR1, USR2 sent with `kill` | abort the wait: exit 128+N, nothing run | forwarded to the command's process group (INT, TERM, HUP and QUIT followed by CONT, so that a stopped command can act on them); with `--stop-timeout`, the first INT, TERM or HUP starts its budget |
 //! | any of those, ignored by the caller (`nohup`) | stays ignored | stays ignored, by the command too |
-//! | INT, QUIT typed at the terminal | abort the wait             | not forwarded when the command's group holds the terminal: the terminal already delivered it there, and forwarding would deliver it twice; forwarded otherwise |
+//! | INT, QUIT typed at the terminal | abort the wait             | reach the command's group directly once it holds the terminal (redlock-run then never hears them); one typed before the hand-over reached only redlock-run, which forwards it |
+//! | HUP from a hangup of the terminal | abort the wait           | not forwarded when the command's group holds the terminal: the hangup signalled that group already |
 //! | TSTP (Ctrl-Z), TTIN, TTOU, WINCH | default action           | reach the command's group from the terminal directly; when the command stops, redlock-run stops too and resumes it on `fg` |
 //! | PIPE                            | ignored (Rust's default)   | the command's own default applies     |
 //! | CHLD                            | default (nothing)          | as PID 1 of a container: orphans, which all come back to redlock-run, are reaped as they die; otherwise the default, and what the command left in its group is reaped when it ends |

@@ -322,7 +322,13 @@ impl Supervisor<'_> {
         ) {
             self.asked_to_stop = true;
         }
-        if from_terminal && self.child.has_terminal() {
+        // A terminal signals its foreground group only: once the command's group holds the
+        // terminal, what is typed there reaches the command and not redlock-run. So a Ctrl-C
+        // or Ctrl-\ that did reach redlock-run was typed before the hand-over, and is heard
+        // only now: the command never got it, and it is forwarded (it used to be dropped
+        // here, and the Ctrl-C lost). A hangup is the exception: it signals the session's
+        // leader as well as the foreground group.
+        if from_terminal && signal == libc::SIGHUP && self.child.has_terminal() {
             report::verbose(format_args!(
                 "{} came from the terminal, which delivered it to the command already",
                 signals::name(signal)

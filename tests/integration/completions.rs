@@ -268,10 +268,12 @@ const SIGNALS: [(&str, &str); 8] = [
     ),
     (
         "INT, QUIT typed at the terminal (Ctrl-C, Ctrl-\\)",
-        "While waiting: the wait ends, as above. While the command runs: not forwarded when \
-         the command's group holds the terminal, since the terminal already delivered it \
-         there and forwarding would deliver it twice; forwarded otherwise. When the command \
-         dies of SIGINT, redlock-run releases the lock and ends by SIGINT too.",
+        "While waiting: the wait ends, as above. While the command runs: once the command's \
+         group holds the terminal, the terminal signals that group directly and redlock-run \
+         never hears them; one typed just before the hand-over reached only redlock-run, \
+         which forwards it. A hangup's SIGHUP is not forwarded to a group that holds the \
+         terminal: the hangup signalled it already. When the command dies of SIGINT, \
+         redlock-run releases the lock and ends by SIGINT too.",
     ),
     (
         "TSTP (Ctrl-Z), TTIN, TTOU, WINCH",
