@@ -21,7 +21,7 @@ use redis::{
 use super::endpoint::{Endpoint, Target};
 use super::error::{describe_error, is_permission_error, time_left, BackendError};
 use super::key::Key;
-use super::scripts;
+use super::scripts::{self, Call};
 use super::target::RedisTarget;
 use super::vetting::{self, Facts, Prelude};
 
@@ -356,4 +356,19 @@ fn with_asking(command: &Cmd) -> redis::Pipeline {
     let mut pipe = redis::pipe();
     pipe.cmd("ASKING").ignore().add_command(command.clone());
     pipe
+}
+
+impl Session<'_> {
+    /// Runs the script of `call` with its keys and arguments, and reads its reply.
+    pub(super) fn run<C: Call>(&mut self, call: &C) -> Result<C::Reply> {
+        let keys = call.keys();
+        // A script with no run of keys (`1..n`) takes at most those its header names.
+        let runs = C::KEYS.iter().any(|key| key.contains(".."));
+        debug_assert!(runs || keys.len() <= C::KEYS.len(), "{:?}", C::KEYS);
+        let keys: Vec<&Key> = keys.iter().collect();
+        let argv = call.argv();
+        debug_assert_eq!(argv.len(), C::ARGV.len(), "{:?}", C::ARGV);
+        let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
+        self.eval(C::SCRIPT, &keys, &argv)
+    }
 }

@@ -43,16 +43,8 @@ pub struct LockView {
     pub nodes: Vec<NodeView>,
 }
 
-/// How a forced release went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Forced {
-    /// Deleted, and the waiters told.
-    Deleted,
-    /// Deleted, but the server refused to tell the waiters (the user may not publish).
-    DeletedUnannounced,
-    /// It changed or vanished since it was read: nothing deleted.
-    Changed,
-}
+/// How a forced release went (the force_release script's reply).
+pub use super::scripts::Forced;
 
 /// What `release` does with a lock, decided from what the nodes said (see
 /// [`LockView::release_plan`]); the wording is `admin`'s.

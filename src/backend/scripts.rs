@@ -14,8 +14,6 @@ use std::time::Duration;
 use anyhow::Result;
 use redis::{FromRedisValue, ParsingError, Script, Value};
 
-use super::connection::Session;
-use super::inspect::Forced;
 use super::key::Key;
 use super::layout::Channels;
 use super::Released;
@@ -79,21 +77,6 @@ pub(super) trait Call {
     fn keys(&self) -> Vec<Key>;
     /// The values of [`Call::ARGV`], in that order.
     fn argv(&self) -> Vec<Vec<u8>>;
-}
-
-impl Session<'_> {
-    /// Runs the script of `call` with its keys and arguments, and reads its reply.
-    pub(super) fn run<C: Call>(&mut self, call: &C) -> Result<C::Reply> {
-        let keys = call.keys();
-        // A script with no run of keys (`1..n`) takes at most those its header names.
-        let runs = C::KEYS.iter().any(|key| key.contains(".."));
-        debug_assert!(runs || keys.len() <= C::KEYS.len(), "{:?}", C::KEYS);
-        let keys: Vec<&Key> = keys.iter().collect();
-        let argv = call.argv();
-        debug_assert_eq!(argv.len(), C::ARGV.len(), "{:?}", C::ARGV);
-        let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
-        self.eval(C::SCRIPT, &keys, &argv)
-    }
 }
 
 /// A flag as the scripts take it: `'1'` or `'0'`.
@@ -559,6 +542,17 @@ impl Call for ForceRelease {
             self.channels.sharded_arg().to_vec(),
         ]
     }
+}
+
+/// How a forced release went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    /// Deleted, and the waiters told.
+    Deleted,
+    /// Deleted, but the server refused to tell the waiters (the user may not publish).
+    DeletedUnannounced,
+    /// It changed or vanished since it was read: nothing deleted.
+    Changed,
 }
 
 impl FromRedisValue for Forced {
