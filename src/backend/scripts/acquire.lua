@@ -132,20 +132,40 @@ call('HDEL', woken, token)
 -- finds it done at arrival leaves without registering, so it supersedes no one.
 local done = false
 local once_per = tonumber(ARGV[15])
-if once_per > 0 then
-  stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now_ms())
-  -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
-  local half = math.floor(once_per / 2)
-  local arrival = tonumber(stamp)
-  -- ZRANGE BYSCORE (Redis 6.2), not ZRANGEBYSCORE: the documented ACL user has ZRANGE.
-  done = call('ZRANGE', KEYS[n + 7], '(' .. (arrival - half), '(' .. (arrival + half),
-    'BYSCORE', 'LIMIT', 0, 1)[1] or false
+local now = now_ms()
+-- A record is '<when, server ms> <holder's value>'. One dated in the future was not
+-- written by redlock-run (a release writes the server's time): it counts as not done, and
+-- goes, or it would make its ID done forever. A key of another type under the record's
+-- name (another application's data) holds no record: not done, and left alone.
+local function future(record)
+  local when = tonumber(string.match(record, '^(%d+) '))
+  return when == nil or when > now
 end
-if not done and ARGV[14] ~= '' then
+if once_per > 0 then
+  stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now)
+  if call('TYPE', KEYS[n + 7]).ok == 'zset' then
+    -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
+    local half = math.floor(once_per / 2)
+    local arrival = tonumber(stamp)
+    -- ZRANGE BYSCORE (Redis 6.2), not ZRANGEBYSCORE: the documented ACL user has ZRANGE.
+    local found = call('ZRANGE', KEYS[n + 7], '(' .. (arrival - half),
+      '(' .. (arrival + half), 'BYSCORE', 'LIMIT', 0, 16)
+    for _, record in ipairs(found) do
+      if future(record) then
+        call('ZREM', KEYS[n + 7], record)
+      elseif not done then
+        done = record
+      end
+    end
+  end
+end
+if not done and ARGV[14] ~= '' and call('TYPE', KEYS[n + 6]).ok == 'hash' then
   local record = call('HGET', KEYS[n + 6], ARGV[14])
   if record then
     local when = tonumber(string.match(record, '^(%d+) '))
-    if when and when >= now_ms() - tonumber(ARGV[17]) then
+    if future(record) then
+      call('HDEL', KEYS[n + 6], ARGV[14])
+    elseif when >= now - tonumber(ARGV[17]) then
       done = record
     end
   end

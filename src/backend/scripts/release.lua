@@ -34,7 +34,13 @@ if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return {0, 0}
 end
 -- Only a holder that still has the lock records its work: one that lost it may have run
--- alongside another, and records nothing (the next run does the work again).
+-- alongside another, and records nothing (the next run does the work again). A key of
+-- another type under a record's name (another application's data) is left alone and
+-- nothing is recorded there: the record-keeping never stands in the way of the release.
+local function holds(key, kind)
+  local found = call('TYPE', key).ok
+  return found == 'none' or found == kind
+end
 if ARGV[9] == '1' then
   local now = now_ms()
   local remember = tonumber(ARGV[12])
@@ -44,7 +50,7 @@ if ARGV[9] == '1' then
       call('PEXPIRE', key, remember)
     end
   end
-  if ARGV[10] ~= '' then
+  if ARGV[10] ~= '' and holds(KEYS[4], 'hash') then
     call('HSET', KEYS[4], ARGV[10], record)
     last(KEYS[4])
     -- IDs recorded longer ago than --remember are forgotten here, a few at a time. Best
@@ -56,19 +62,20 @@ if ARGV[9] == '1' then
       if type(fields) == 'table' and not fields.err then
         for i = 1, #fields, 2 do
           local when = tonumber(string.match(fields[i + 1], '^(%d+) '))
-          if not when or when < now - remember then
+          if not when or when < now - remember or when > now then
             call('HDEL', KEYS[4], fields[i])
           end
         end
       end
     end
   end
-  if ARGV[11] ~= '0' then
+  if ARGV[11] ~= '0' and holds(KEYS[5], 'zset') then
     call('ZADD', KEYS[5], ARGV[11], record)
     -- Records older than --remember go, a few at a time, with commands the documented
-    -- ACL user has.
-    local old = call('ZRANGE', KEYS[5], '-inf', '(' .. (now - remember), 'BYSCORE', 'LIMIT',
-      0, 16)
+    -- ACL user has; never this run's own, nor one that arrived after it, however long this
+    -- run took: waiters that arrived within DUR/2 of it still look for it.
+    local before = math.min(now - remember, tonumber(ARGV[11]))
+    local old = call('ZRANGE', KEYS[5], '-inf', '(' .. before, 'BYSCORE', 'LIMIT', 0, 16)
     for _, member in ipairs(old) do
       call('ZREM', KEYS[5], member)
     end
