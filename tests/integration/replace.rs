@@ -289,6 +289,66 @@ fn a_redlock_takeover_needs_a_majority_of_the_nodes() {
     assert!(dir.exists("old.term"));
 }
 
+/// Redlock with one node of three frozen: a takeover request on record on one node only
+/// must not make the renewals wait for the frozen node (they did, until their deadline, and
+/// the holder lost its lock: exit 76); and a real takeover, on the two live nodes, stops
+/// the holder within 1 s (77, not 76).
+#[test]
+fn a_frozen_node_does_not_hold_a_renewal_that_saw_a_takeover() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    nodes[2].freeze();
+    let dir = TempDir::new("replace-frozen");
+    let started = dir.join("").display().to_string();
+    let holder = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rl2", "--ttl", "3s", "--shell"])
+        .arg(format!("touch {started}started; sleep 6"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the command to start", || {
+        dir.exists("started")
+    });
+    let _: () = redis::cmd("SET")
+        .arg("{redlock:rl2}:replace")
+        .arg(r#"{"token":"stale","host":"gone","pid":1,"program":"x"}"#)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut nodes[0].connection())
+        .unwrap();
+    holder.wait_within(Duration::from_secs(30)).assert_code(0);
+
+    let old = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rl3", "--ttl", "3s", "--label", "old", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        nodes[..2].iter().all(|node| node.subscribed_clients() >= 1)
+    });
+    let asked = now_ns();
+    let new = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rl3", "--replace", "--label", "new", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("(new)");
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    new.wait_within(Duration::from_secs(30)).assert_code(0);
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+}
+
 /// A takeover asked for the moment the old command starts, before its holder listens (it
 /// does once the command has run 200 ms): heard all the same within 1 s, through the
 /// replacing run's next tries.
