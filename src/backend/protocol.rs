@@ -289,6 +289,7 @@ impl SingleRedis {
             slot: self.held_key().clone(),
             queue,
             woken,
+            replace_key: replace_key(&self.lock.key),
             semaphore: (self.lock.limit > 1).then(|| {
                 let slots = (1..=self.lock.limit).map(|slot| self.lock.slot_key(slot));
                 (limit_key(&self.lock.key), slots.collect())

@@ -377,6 +377,9 @@ pub(super) struct Release {
     pub slot: Key,
     pub queue: Key,
     pub woken: Key,
+    /// Where a `--replace` run's takeover stands: deleted with its requester when the
+    /// wake-up finds that one gone.
+    pub replace_key: Key,
     /// With a semaphore (a limit above 1): its limit key and every slot.
     pub semaphore: Option<(Key, Vec<Key>)>,
     pub identity: String,
@@ -403,8 +406,9 @@ impl Call for Release {
         "3 woken",
         "4 done",
         "5 done_per",
-        "6 limit",
-        "7.. slots",
+        "6 replace",
+        "7 limit",
+        "8.. slots",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -428,6 +432,7 @@ impl Call for Release {
             self.woken.clone(),
             self.once.done_key.clone(),
             self.once.done_per_key.clone(),
+            self.replace_key.clone(),
         ];
         if let Some((limit_key, slots)) = &self.semaphore {
             keys.push(limit_key.clone());

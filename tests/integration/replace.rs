@@ -349,6 +349,75 @@ fn a_frozen_node_does_not_hold_a_renewal_that_saw_a_takeover() {
     );
 }
 
+/// A replacing run killed while it waits (SIGKILL: an OOM kill, a cancelled CI job) leaves
+/// nobody blocked: the holder's release finds it gone and deletes its request with it, and
+/// its request never outlives its last try by more than a quarter of the holder's lease left
+/// and 2 s (before: 3 TTLs, and the next plain run waited 28 s for a lock nobody held).
+#[test]
+fn a_replacing_run_that_dies_waiting_blocks_nobody() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-dies");
+    let d = dir.join("").display().to_string();
+    let old = server
+        .cmd()
+        .args(["-k", "rdie", "--ttl", "10s", "--shell"])
+        .arg(format!(
+            "trap 'touch {d}term; while [ ! -e {d}go ]; do sleep 0.05; done; exit 0' TERM; \
+             touch {d}started; while :; do sleep 0.05; done"
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("started")
+    });
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    let taker = server
+        .cmd()
+        .args(["-k", "rdie", "--replace", "--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to be told", || {
+        dir.exists("term")
+    });
+    let mut conn = server.connection();
+    wait_until(
+        Duration::from_secs(15),
+        "the replacing run to queue",
+        || {
+            let queued: i64 = redis::cmd("ZCARD")
+                .arg("{redlock:rdie}:queue")
+                .query(&mut conn)
+                .unwrap();
+            queued == 1
+        },
+    );
+    let left: i64 = redis::cmd("PTTL")
+        .arg("{redlock:rdie}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        (0..=10_000 + 2_500 + 2_000).contains(&left),
+        "the takeover request lasts {left} ms past its requester's try"
+    );
+    taker.signal(libc::SIGKILL);
+    wait_for_death(taker.pid(), Duration::from_secs(10));
+    std::fs::write(dir.join("go"), "").unwrap();
+    old.wait_within(Duration::from_secs(20)).assert_code(77);
+    let standing: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rdie}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        standing, 0,
+        "the dead requester's takeover outlived the release"
+    );
+    server
+        .cmd()
+        .args(["-k", "rdie", "--wait", "5s", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
 /// A takeover asked for the moment the old command starts, before its holder listens (it
 /// does once the command has run 200 ms): heard all the same within 1 s, through the
 /// replacing run's next tries.

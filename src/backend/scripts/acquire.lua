@@ -181,7 +181,8 @@ if done then
     call('DEL', request_key)
   end
   if #free > 0 then
-    wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms())
+    wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms(), nil,
+      request_key)
   end
   return reply(3, 0, done, 0)
 end
@@ -264,9 +265,14 @@ if type(request) == 'string' and not mine then
   return wait_in_queue(soonest, 0)
 end
 if replacing and #free == 0 then
-  -- Asked for once the first time, kept while this run keeps trying (it comes back within
-  -- `ttl` or so: see wait.rs), and gone a little after it stops.
-  call('SET', request_key, identity .. ARGV[2], 'PX', 3 * ttl)
+  -- Asked for once the first time, kept while this run keeps trying, and gone soon after it
+  -- stops: it comes back when the holder's lease would end (`soonest`, 10 s with none:
+  -- wait.rs, `retry_delay`, at most a tenth or 250 ms later), at once on a release, and
+  -- every 300 ms at first. So the request lasts a quarter more than that, and 2 s: a
+  -- requester that died holds nobody up for longer than that past its last try (and not
+  -- at all once a release finds it gone: `drop_waiter`).
+  local wait = soonest >= 0 and soonest or 10000
+  call('SET', request_key, identity .. ARGV[2], 'PX', wait + math.floor(wait / 4) + 2000)
   local target = string.match(holder, '^{"token":"([^"]+)"')
   if target then
     publish(ARGV[10], prefix .. target, 'replace')
@@ -290,13 +296,14 @@ if ARGV[5] == '1' then
     if ahead >= #free or not first or first == token then
       break
     end
-    local since = woken_in_time(queue, woken, first, ttl, now)
+    local since = woken_in_time(queue, woken, first, ttl, now, request_key)
     if since then
       local left = ttl - (now - since)
       if soonest < 0 or left < soonest then soonest = left end
       ahead, at = ahead + 1, at + 1
     elseif since == nil then
-      local woke = wake_next(queue, woken, prefix, ARGV[10], token .. '#ahead', ttl, now, at)
+      local woke = wake_next(queue, woken, prefix, ARGV[10], token .. '#ahead', ttl, now, at,
+        request_key)
       -- Woken now (or, with it dead and dropped, someone behind it, met again next time
       -- round at `at`); nobody woken while it is still there (the user may not publish):
       -- it stays ahead, and we look again after `ttl`.

@@ -4,8 +4,10 @@
 -- KEYS[3] woken: the woken waiters (see `wake_next`)
 -- KEYS[4] done: the --once record (see acquire.lua)
 -- KEYS[5] done_per: the --once-per record (see acquire.lua)
--- KEYS[6] limit: with a semaphore, its {K}:limit key
--- KEYS[7..] slots: with a semaphore, every slot; when none is held any more, the limit key
+-- KEYS[6] replace: a takeover asked for by --replace (see acquire.lua): deleted with its
+--          requester when the wake-up finds that one gone
+-- KEYS[7] limit: with a semaphore, its {K}:limit key
+-- KEYS[8..] slots: with a semaphore, every slot; when none is held any more, the limit key
 --          goes
 -- ARGV[1] identity: the leading bytes of the value that identify this holder
 -- ARGV[2] release_channel: the channel every waiter also listens on
@@ -85,18 +87,18 @@ end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   call('PEXPIRE', KEYS[1], keep)
-  if KEYS[6] and call('PTTL', KEYS[6]) < keep then
-    call('SET', KEYS[6], ARGV[4], 'PX', keep)
+  if KEYS[7] and call('PTTL', KEYS[7]) < keep then
+    call('SET', KEYS[7], ARGV[4], 'PX', keep)
   end
   return {2, 0}
 end
 call('DEL', KEYS[1])
-if KEYS[6] then
+if KEYS[7] then
   local held = false
-  for i = 7, #KEYS do
+  for i = 8, #KEYS do
     if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then call('DEL', KEYS[6]) end
+  if not held then call('DEL', KEYS[7]) end
 end
 if ARGV[5] == '' then
   return {1, 0}
@@ -104,7 +106,8 @@ end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
-if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms()) then
+if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms(), nil,
+    KEYS[6]) then
   return {1, repaired}
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
