@@ -418,6 +418,52 @@ fn a_replacing_run_that_dies_waiting_blocks_nobody() {
         .assert_code(0);
 }
 
+/// A takeover request standing on a free lock (its requester gone, or written by hand) is
+/// shown by `status` and withdrawn by `release --force` (before: `status` said "free", a
+/// `--no-wait` run exited 75, and `release --force` found nothing to release).
+#[test]
+fn status_shows_a_standing_takeover_and_release_force_withdraws_it() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("SET")
+        .arg("{redlock:rfk}:replace")
+        .arg(r#"{"token":"t","host":"web-9","pid":7,"program":"p","label":"v2"}"#)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut server.connection())
+        .unwrap();
+    server
+        .cmd()
+        .args(["-k", "rfk", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    let out = server.cmd().args(["status", "-k", "rfk"]).run();
+    out.assert_code(1);
+    assert!(
+        out.stdout_str()
+            .contains("a takeover (--replace) by web-9 pid 7"),
+        "{}",
+        out.stdout_str()
+    );
+    let out = server.cmd().args(["status", "-k", "rfk", "--json"]).run();
+    let json: serde_json::Value = serde_json::from_str(out.stdout_str().trim()).unwrap();
+    assert!(
+        json["takeover_by"].as_str().unwrap().contains("web-9"),
+        "{json}"
+    );
+    let out = server.cmd().args(["release", "-k", "rfk", "--force"]).run();
+    assert!(
+        out.stdout_str()
+            .contains("withdrew the takeover (--replace) by web-9"),
+        "{}",
+        out.stdout_str()
+    );
+    server
+        .cmd()
+        .args(["-k", "rfk", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
 /// A takeover asked for the moment the old command starts, before its holder listens (it
 /// does once the command has run 200 ms): heard all the same within 1 s, through the
 /// replacing run's next tries.
