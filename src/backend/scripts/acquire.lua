@@ -132,14 +132,15 @@ call('HDEL', woken, token)
 -- finds it done at arrival leaves without registering, so it supersedes no one.
 local done = false
 local once_per = tonumber(ARGV[15])
-local now = now_ms()
+-- Read only with --once or --once-per: nothing is added to a plain run's acquisition.
+local now = (once_per > 0 or ARGV[14] ~= '') and now_ms() or 0
 -- A record is '<when, server ms> <holder's value>'. One dated in the future was not
 -- written by redlock-run (a release writes the server's time): it counts as not done, and
 -- goes, or it would make its ID done forever. A key of another type under the record's
 -- name (another application's data) holds no record: not done, and left alone.
 local function future(record)
   local when = tonumber(string.match(record, '^(%d+) '))
-  return when == nil or when > now
+  return when ~= nil and when > now
 end
 if once_per > 0 then
   stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now)
@@ -165,7 +166,7 @@ if not done and ARGV[14] ~= '' and call('TYPE', KEYS[n + 6]).ok == 'hash' then
     local when = tonumber(string.match(record, '^(%d+) '))
     if future(record) then
       call('HDEL', KEYS[n + 6], ARGV[14])
-    elseif when >= now - tonumber(ARGV[17]) then
+    elseif when and when >= now - tonumber(ARGV[17]) then
       done = record
     end
   end
