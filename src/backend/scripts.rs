@@ -244,6 +244,9 @@ pub(crate) struct AcquireReply {
     /// How many entries of the woken waiters' record were not wake-up times and were taken
     /// out (see `woken_since` in `prelude.lua`).
     pub repaired: u32,
+    /// Which `--once` record keys hold another type (1: `{K}:done`, 2: `{K}:done:per`,
+    /// added): read as no record.
+    pub foreign: u32,
     /// The server's `run_id` when asked for and allowed; empty otherwise.
     pub run_id: String,
     /// With --once-per: this run's arrival by the server's clock.
@@ -275,9 +278,13 @@ pub(crate) enum Acquisition {
 
 impl FromRedisValue for AcquireReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        // The seventh element, the --once-per stamp, is read when there (scripts of this
-        // version always send it).
+        // The seventh element, the --once-per stamp, and the eighth, the foreign record
+        // keys, are read when there (scripts of this version always send them).
         let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let foreign: u32 = match items.len() {
+            8 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => 0,
+        };
         let stamp: String = match items.len() {
             7 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
             _ => String::new(),
@@ -310,6 +317,7 @@ impl FromRedisValue for AcquireReply {
         Ok(AcquireReply {
             outcome,
             repaired,
+            foreign,
             run_id,
             stamp_ms: stamp.parse().ok().filter(|&stamp: &u64| stamp > 0),
         })
@@ -467,18 +475,29 @@ pub(super) struct ReleaseReply {
     pub released: Released,
     /// As [`AcquireReply::repaired`].
     pub repaired: u32,
+    /// As [`AcquireReply::foreign`]: nothing was recorded there.
+    pub foreign: u32,
 }
 
 impl FromRedisValue for ReleaseReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (released, repaired): (i64, u32) = redis::from_redis_value(value)?;
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let foreign: u32 = match items.len() {
+            3 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => 0,
+        };
+        let (released, repaired): (i64, u32) = redis::from_redis_value(Value::Array(items))?;
         let released = match released {
             1 => Released::Deleted,
             2 => Released::KeptUntilMinHold,
             3 => Released::DeletedUnannounced,
             _ => Released::NotOurs,
         };
-        Ok(ReleaseReply { released, repaired })
+        Ok(ReleaseReply {
+            released,
+            repaired,
+            foreign,
+        })
     }
 }
 

@@ -567,7 +567,9 @@ fn a_record_key_of_another_type_neither_refuses_nor_blocks_the_release() {
         .cmd()
         .args(["-k", "typed", "--once", "a", "--shell", &note(&log)])
         .run()
-        .assert_code(0);
+        .assert_code(0)
+        .assert_stderr_contains("{redlock:typed}:done on ")
+        .assert_stderr_contains("is not a --once record redlock-run wrote");
     assert_eq!(lines(&log), 1);
     let theirs: String = redis::cmd("GET")
         .arg(done_of("typed"))
@@ -604,7 +606,10 @@ fn a_record_key_of_another_type_neither_refuses_nor_blocks_the_release() {
         .query(&mut redis)
         .unwrap();
     std::fs::write(&go, "").unwrap();
-    run.wait().assert_code(0);
+    run.wait()
+        .assert_code(0)
+        .assert_stderr_contains("{redlock:typed2}:done:per on ")
+        .assert_stderr_contains("the work was not recorded there");
     let held: i64 = redis::cmd("EXISTS")
         .arg(format!("{PREFIX}typed2"))
         .query(&mut redis)

@@ -59,8 +59,10 @@
 --         each with a fifth element: how many entries of the woken waiters' record were
 --           not wake-up times and were taken out (see `woken_since`); a sixth: the
 --           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
---           not run INFO; and a seventh: with --once-per, this run's arrival by this
---           server's clock (ARGV[16] on later attempts), '0' without.
+--           not run INFO; a seventh: with --once-per, this run's arrival by this
+--           server's clock (ARGV[16] on later attempts), '0' without; and an eighth: which
+--           record keys hold another type and were read as no record (1: done, 2:
+--           done_per, added).
 local server = ''
 if ARGV[11] == '1' then
   local info = redis.pcall('INFO', 'server')
@@ -70,8 +72,11 @@ if ARGV[11] == '1' then
 end
 
 local stamp = '0'
+-- Which record keys hold another type (another application's data): 1 {K}:done, 2
+-- {K}:done:per, added; read as no record, and warned about.
+local foreign = 0
 local function reply(status, number, text, ahead)
-  return {status, number, text, ahead, repaired, server, stamp}
+  return {status, number, text, ahead, repaired, server, stamp, foreign}
 end
 
 local n = tonumber(ARGV[4])
@@ -144,7 +149,11 @@ local function future(record)
 end
 if once_per > 0 then
   stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now)
-  if call('TYPE', KEYS[n + 7]).ok == 'zset' then
+  local kind = call('TYPE', KEYS[n + 7]).ok
+  if kind ~= 'zset' and kind ~= 'none' then
+    foreign = foreign + 2
+  end
+  if kind == 'zset' then
     -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
     local half = math.floor(once_per / 2)
     local arrival = tonumber(stamp)
@@ -160,7 +169,11 @@ if once_per > 0 then
     end
   end
 end
-if not done and ARGV[14] ~= '' and call('TYPE', KEYS[n + 6]).ok == 'hash' then
+local once_kind = (not done and ARGV[14] ~= '') and call('TYPE', KEYS[n + 6]).ok or 'none'
+if once_kind ~= 'hash' and once_kind ~= 'none' then
+  foreign = foreign + 1
+end
+if once_kind == 'hash' then
   local record = call('HGET', KEYS[n + 6], ARGV[14])
   if record then
     local when = tonumber(string.match(record, '^(%d+) '))

@@ -30,7 +30,8 @@
 -- touched: it is not ours), 3 when released but the announcement was refused (the user may
 -- not publish on the channel): waiters then find the lock free only when they next look.
 -- repaired: how many entries of the woken waiters' record were not wake-up times and were
--- taken out (see `woken_since`).
+-- taken out (see `woken_since`). A third element: which record keys hold another type, so
+-- that nothing was recorded there (1: done, 2: done_per, added; see acquire.lua).
 local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return {0, 0}
@@ -39,9 +40,14 @@ end
 -- alongside another, and records nothing (the next run does the work again). A key of
 -- another type under a record's name (another application's data) is left alone and
 -- nothing is recorded there: the record-keeping never stands in the way of the release.
-local function holds(key, kind)
+local foreign = 0
+local function holds(key, kind, bit)
   local found = call('TYPE', key).ok
-  return found == 'none' or found == kind
+  if found == 'none' or found == kind then
+    return true
+  end
+  foreign = foreign + bit
+  return false
 end
 if ARGV[9] == '1' then
   local now = now_ms()
@@ -52,7 +58,7 @@ if ARGV[9] == '1' then
       call('PEXPIRE', key, remember)
     end
   end
-  if ARGV[10] ~= '' and holds(KEYS[4], 'hash') then
+  if ARGV[10] ~= '' and holds(KEYS[4], 'hash', 1) then
     call('HSET', KEYS[4], ARGV[10], record)
     last(KEYS[4])
     -- IDs recorded longer ago than --remember are forgotten here, a few at a time. Best
@@ -71,7 +77,7 @@ if ARGV[9] == '1' then
       end
     end
   end
-  if ARGV[11] ~= '0' and holds(KEYS[5], 'zset') then
+  if ARGV[11] ~= '0' and holds(KEYS[5], 'zset', 2) then
     call('ZADD', KEYS[5], ARGV[11], record)
     -- Records older than --remember go, a few at a time, with commands the documented
     -- ACL user has; never this run's own, nor one that arrived after it, however long this
@@ -90,7 +96,7 @@ if keep > 0 then
   if KEYS[7] and call('PTTL', KEYS[7]) < keep then
     call('SET', KEYS[7], ARGV[4], 'PX', keep)
   end
-  return {2, 0}
+  return {2, 0, foreign}
 end
 call('DEL', KEYS[1])
 if KEYS[7] then
@@ -101,19 +107,19 @@ if KEYS[7] then
   if not held then call('DEL', KEYS[7]) end
 end
 if ARGV[5] == '' then
-  return {1, 0}
+  return {1, 0, foreign}
 end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
 if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms(), nil,
     KEYS[6]) then
-  return {1, repaired}
+  return {1, repaired, foreign}
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
 -- waiter of an older redlock-run, hears it there.
 local published = publish(ARGV[8], ARGV[2], ARGV[5])
 if type(published) == 'table' and published.err then
-  return {3, repaired}
+  return {3, repaired, foreign}
 end
-return {1, repaired}
+return {1, repaired, foreign}
