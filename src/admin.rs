@@ -45,12 +45,31 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
     if let Some(err) = lone_failure(&view) {
         bail!("cannot read {key}: {err}");
     }
+    let takeover = pending_takeover(inspector, key);
     if json {
-        print(&lock_json(&view).to_string())?;
-    } else if view.is_quorum() {
-        print(&format!("{}\n{}", verdict_line(&view), node_lines(&view)))?;
+        let mut object = lock_json(&view);
+        if let (Some((by, on)), Some(fields)) = (&takeover, object.as_object_mut()) {
+            fields.insert("takeover_by".into(), json!(by));
+            fields.insert("takeover_nodes".into(), json!(on));
+        }
+        print(&object.to_string())?;
     } else {
-        print(&lock_line(&view))?;
+        if view.is_quorum() {
+            print(&format!("{}\n{}", verdict_line(&view), node_lines(&view)))?;
+        } else {
+            print(&lock_line(&view))?;
+        }
+        if let Some((by, on)) = &takeover {
+            let nodes = if view.is_quorum() {
+                format!(" on {on} of {} nodes", view.nodes.len())
+            } else {
+                String::new()
+            };
+            print(&format!(
+                "a takeover (--replace) by {by} is pending{nodes}: it is served before anyone \
+                 else; `release --force` withdraws it"
+            ))?;
+        }
     }
     match view.verdict() {
         Verdict::Held { .. } => Ok(Outcome::Done),
@@ -114,6 +133,9 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
         .map(|(display, err)| format!("{display}: {err}"))
         .collect();
     let nodes = view.nodes.len();
+    if force {
+        withdraw_takeover(inspector, key)?;
+    }
     let held = match view.release_plan(force) {
         ReleasePlan::Free => {
             print(&if quorum {
@@ -408,4 +430,30 @@ fn print(text: &str) -> Result<()> {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other.context("cannot write to stdout"),
     }
+}
+
+/// The takeover (`--replace`) standing for `key`, if any node has one: who asked for it
+/// (one line, escaped) and on how many nodes.
+fn pending_takeover(inspector: &mut Inspector, key: &Key) -> Option<(String, usize)> {
+    let requests: Vec<Vec<u8>> = inspector.takeover(key).into_iter().flatten().collect();
+    let first = requests.first()?;
+    Some((holder::replacing_run(first), requests.len()))
+}
+
+/// `release --force`: a takeover standing for `key` goes too, whoever asked for it (one whose
+/// requester is still waiting asks again at its next try, while the lock is held).
+fn withdraw_takeover(inspector: &mut Inspector, key: &Key) -> Result<()> {
+    let Some((by, _)) = pending_takeover(inspector, key) else {
+        return Ok(());
+    };
+    let (deleted, failed) = inspector.withdraw_takeover(key);
+    for (display, err) in &failed {
+        report::warn(format_args!(
+            "could not withdraw the takeover on {display}: {err}"
+        ));
+    }
+    if deleted > 0 {
+        print(&format!("withdrew the takeover (--replace) by {by}"))?;
+    }
+    Ok(())
 }

@@ -68,6 +68,9 @@ pub fn replacing_run(value: &[u8]) -> String {
     }
 }
 
+/// 10000-01-01T00:00:00Z, in seconds since the epoch: the first instant RFC 3339 cannot write.
+const LAST_RFC3339_SECOND: u64 = 253_402_300_800;
+
 /// Who did the work a `--once` or `--once-per` record holds (`<when, server ms> <that
 /// holder's value>`), and when: `at 2026-11-25T03:00:01Z by web-3 (nightly report)`, and
 /// that time in ms since the epoch by the server's clock.
@@ -79,13 +82,15 @@ pub fn done_by(record: &[u8]) -> (Option<u64>, String) {
     let when: Option<u64> = std::str::from_utf8(when)
         .ok()
         .and_then(|when| when.parse().ok());
-    let at = when.map_or_else(
-        || String::from("at an unknown time"),
-        |ms| {
-            let time = std::time::UNIX_EPOCH + Duration::from_millis(ms);
-            format!("at {}", humantime::format_rfc3339_seconds(time))
-        },
-    );
+    // RFC 3339 ends with year 9999 (humantime's Display then fails, and `format!` would
+    // panic): a time past it, or past what the clock can hold, is not a time we can name.
+    let at = when
+        .and_then(|ms| std::time::UNIX_EPOCH.checked_add(Duration::from_millis(ms)))
+        .filter(|&time| time < std::time::UNIX_EPOCH + Duration::from_secs(LAST_RFC3339_SECOND))
+        .map_or_else(
+            || String::from("at an unknown time"),
+            |time| format!("at {}", humantime::format_rfc3339_seconds(time)),
+        );
     let by = match Holder::parse(value) {
         Some(holder) => {
             let host = escape(holder.host.as_deref().unwrap_or("an unknown host")).into_owned();
@@ -136,6 +141,36 @@ impl Blocker {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_record_dated_past_year_9999_names_no_time_and_does_not_panic() {
+        for when in [
+            "253402300799999",
+            "253402300800000",
+            "999999999999999",
+            "18446744073709551615",
+        ] {
+            let record = format!(r#"{when} {{"token":"x"}}"#);
+            let (ms, line) = done_by(record.as_bytes());
+            assert_eq!(ms, when.parse().ok());
+            assert!(line.starts_with("at "), "{line}");
+        }
+        let (_, line) = done_by(b"253402300800000 junk");
+        assert_eq!(line, "at an unknown time by an unknown holder");
+        let (_, line) = done_by(b"253402300799999 junk");
+        assert!(line.starts_with("at 9999-12-31T23:59:59Z"), "{line}");
+    }
+
+    proptest! {
+        #[test]
+        fn done_by_takes_any_bytes(record in proptest::collection::vec(any::<u8>(), 0..64), ms in any::<u64>()) {
+            done_by(&record);
+            let mut dated = ms.to_string().into_bytes();
+            dated.push(b' ');
+            dated.extend(&record);
+            done_by(&dated);
+        }
+    }
 
     #[test]
     fn a_replacing_run_is_named_in_one_line() {

@@ -12,7 +12,8 @@ use anyhow::Result;
 
 use super::connection::Link;
 use super::layout::{
-    limit_key, lock_of_internal_key, queue_keys, slot_key, Channels, Holder, Key, MAX_LIMIT,
+    limit_key, lock_of_internal_key, queue_keys, replace_key, slot_key, Channels, Holder, Key,
+    MAX_LIMIT,
 };
 use super::quorum::majority;
 use super::scripts::{ForceRelease, Peek, PeekReply};
@@ -165,6 +166,38 @@ impl Inspector {
     /// wakes the lock's waiters.
     pub fn force_release(&mut self, node: usize, key: &Key, slot: &Slot) -> Result<Forced> {
         force_release(&mut self.links[node], key, slot)
+    }
+
+    /// The takeover (`--replace`) standing on each node for the lock at `key`: the value of
+    /// the run that asked for it; `None` where there is none or the node could not be read.
+    pub fn takeover(&mut self, key: &Key) -> Vec<Option<Vec<u8>>> {
+        let request = replace_key(key);
+        self.on_every_node(|link| {
+            peek(link, &request)
+                .ok()
+                .flatten()
+                .and_then(|slot| slot.value)
+        })
+    }
+
+    /// Deletes the takeover (`--replace`) standing for the lock at `key`, on every node:
+    /// how many nodes had one, and the errors of the nodes that could not be reached.
+    pub fn withdraw_takeover(&mut self, key: &Key) -> (usize, Vec<(String, String)>) {
+        let request = replace_key(key);
+        let results = self.on_every_node(|link| {
+            link.call(None, |session| {
+                session.query::<u64>(redis::cmd("DEL").arg(&request))
+            })
+        });
+        let mut deleted = 0;
+        let mut failed = Vec::new();
+        for (node, result) in results.into_iter().enumerate() {
+            match result {
+                Ok(count) => deleted += usize::from(count > 0),
+                Err(err) => failed.push((self.displays[node].clone(), format!("{err:#}"))),
+            }
+        }
+        (deleted, failed)
     }
 
     /// Runs `read` on every node at once; one result per node, in order. One node is read

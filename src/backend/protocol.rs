@@ -177,6 +177,7 @@ impl SingleRedis {
                     return Err(anyhow::Error::new(Refused(unfit, taken)));
                 }
                 warn_repaired(reply.repaired, key, &server);
+                warn_foreign(reply.foreign, key, &server, "read as no record");
                 if let Some(id) = server_id.filter(|_| !reply.run_id.is_empty()) {
                     let _ = id.set(reply.run_id);
                 }
@@ -289,6 +290,7 @@ impl SingleRedis {
             slot: self.held_key().clone(),
             queue,
             woken,
+            replace_key: replace_key(&self.lock.key),
             semaphore: (self.lock.limit > 1).then(|| {
                 let slots = (1..=self.lock.limit).map(|slot| self.lock.slot_key(slot));
                 (limit_key(&self.lock.key), slots.collect())
@@ -309,8 +311,18 @@ impl SingleRedis {
         let (lock_key, server) = (&self.lock.key, self.link.display().to_string());
         let released = loop {
             let sent = self.link.call(Some(deadline), |session| {
-                let ReleaseReply { released, repaired } = session.run(&release)?;
+                let ReleaseReply {
+                    released,
+                    repaired,
+                    foreign,
+                } = session.run(&release)?;
                 warn_repaired(repaired, lock_key, &server);
+                warn_foreign(
+                    foreign,
+                    lock_key,
+                    &server,
+                    "the work was not recorded there",
+                );
                 Ok(released)
             });
             match sent {
@@ -470,6 +482,20 @@ fn warn_repaired(repaired: u32, key: &Key, server: &str) {
             if repaired == 1 { "y" } else { "ies" },
             if repaired == 1 { "was" } else { "were" },
         ));
+    }
+}
+
+/// Warns that a `--once` record key of `key` (`foreign`: 1 `{K}:done`, 2 `{K}:done:per`,
+/// added) holds another application's data, which redlock-run leaves alone; `what` says what
+/// came of it.
+fn warn_foreign(foreign: u32, key: &Key, server: &str, what: &str) {
+    for (bit, record) in [1, 2].into_iter().zip(done_keys(key)) {
+        if foreign & bit != 0 {
+            report::warn(format_args!(
+                "{record} on {server} is not a --once record redlock-run wrote (another \
+                 type: another application's data); left alone, {what}"
+            ));
+        }
     }
 }
 

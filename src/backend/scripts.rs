@@ -227,6 +227,9 @@ pub(crate) struct AcquireReply {
     /// How many entries of the woken waiters' record were not wake-up times and were taken
     /// out (see `woken_since` in `prelude.lua`).
     pub repaired: u32,
+    /// Which `--once` record keys hold another type (1: `{K}:done`, 2: `{K}:done:per`,
+    /// added): read as no record.
+    pub foreign: u32,
     /// The server's `run_id` when asked for and allowed; empty otherwise.
     pub run_id: String,
     /// With --once-per: this run's arrival by the server's clock.
@@ -258,9 +261,13 @@ pub(crate) enum Acquisition {
 
 impl FromRedisValue for AcquireReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        // The seventh element, the --once-per stamp, is read when there (scripts of this
-        // version always send it).
+        // The seventh element, the --once-per stamp, and the eighth, the foreign record
+        // keys, are read when there (scripts of this version always send them).
         let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let foreign: u32 = match items.len() {
+            8 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => 0,
+        };
         let stamp: String = match items.len() {
             7 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
             _ => String::new(),
@@ -293,6 +300,7 @@ impl FromRedisValue for AcquireReply {
         Ok(AcquireReply {
             outcome,
             repaired,
+            foreign,
             run_id,
             stamp_ms: stamp.parse().ok().filter(|&stamp: &u64| stamp > 0),
         })
@@ -360,6 +368,9 @@ pub(super) struct Release {
     pub slot: Key,
     pub queue: Key,
     pub woken: Key,
+    /// Where a `--replace` run's takeover stands: deleted with its requester when the
+    /// wake-up finds that one gone.
+    pub replace_key: Key,
     /// With a semaphore (a limit above 1): its limit key and every slot.
     pub semaphore: Option<(Key, Vec<Key>)>,
     pub identity: String,
@@ -386,8 +397,9 @@ impl Call for Release {
         "3 woken",
         "4 done",
         "5 done_per",
-        "6 limit",
-        "7.. slots",
+        "6 replace",
+        "7 limit",
+        "8.. slots",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -411,6 +423,7 @@ impl Call for Release {
             self.woken.clone(),
             self.once.done_key.clone(),
             self.once.done_per_key.clone(),
+            self.replace_key.clone(),
         ];
         if let Some((limit_key, slots)) = &self.semaphore {
             keys.push(limit_key.clone());
@@ -445,18 +458,29 @@ pub(super) struct ReleaseReply {
     pub released: Released,
     /// As [`AcquireReply::repaired`].
     pub repaired: u32,
+    /// As [`AcquireReply::foreign`]: nothing was recorded there.
+    pub foreign: u32,
 }
 
 impl FromRedisValue for ReleaseReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (released, repaired): (i64, u32) = redis::from_redis_value(value)?;
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let foreign: u32 = match items.len() {
+            3 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
+            _ => 0,
+        };
+        let (released, repaired): (i64, u32) = redis::from_redis_value(Value::Array(items))?;
         let released = match released {
             1 => Released::Deleted,
             2 => Released::KeptUntilMinHold,
             3 => Released::DeletedUnannounced,
             _ => Released::NotOurs,
         };
-        Ok(ReleaseReply { released, repaired })
+        Ok(ReleaseReply {
+            released,
+            repaired,
+            foreign,
+        })
     }
 }
 

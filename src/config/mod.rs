@@ -421,6 +421,15 @@ fn once(
     if remember.is_some() && !once.is_on() {
         bail!("--remember needs --once or --once-per: it says how long their record lasts");
     }
+    if let (Some(per), true) = (once.per, remember.is_some()) {
+        if once.remember < per {
+            bail!(
+                "--remember must be at least --once-per's DUR ({}): a shorter record would be \
+                 forgotten before the runs of the same firing have looked for it",
+                humantime::format_duration(per)
+            );
+        }
+    }
     if once.is_on() && limit > 1 {
         bail!(
             "--once and --once-per need --limit 1: with several holders at once, the same \

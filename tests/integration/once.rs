@@ -488,3 +488,187 @@ fn cluster_once_and_once_per() {
     }
     assert_eq!(lines(&log), 2);
 }
+
+/// A record dated after year 9999 (or after now at all) was not written by a release,
+/// which writes the server's time: it names no time, makes nothing done, and goes. Before,
+/// formatting its date panicked (exit 101), and a future date made the ID done forever.
+#[test]
+fn a_record_dated_in_the_future_is_not_done_and_nothing_panics() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-future");
+    let log = dir.join("log");
+    let mut redis = server.connection();
+    let _: () = redis::cmd("HSET")
+        .arg(done_of("job"))
+        .arg("v9")
+        .arg(r#"999999999999999 {"token":"x"}"#)
+        .query(&mut redis)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(done_per_of("job"))
+        .arg(server_ms(&server))
+        .arg("253402300800000 junk")
+        .query(&mut redis)
+        .unwrap();
+    for args in [["--once", "v9"], ["--once-per", "1h"]] {
+        server
+            .cmd()
+            .args(["-k", "job"])
+            .args(args)
+            .args(["--shell", &note(&log)])
+            .run()
+            .assert_code(0)
+            .assert_stderr_lacks("already done");
+    }
+    assert_eq!(lines(&log), 2);
+    // What the two runs recorded is of now: the next ones find the work done.
+    let recorded: String = redis::cmd("HGET")
+        .arg(done_of("job"))
+        .arg("v9")
+        .query(&mut redis)
+        .unwrap();
+    let at: u64 = recorded.split(' ').next().unwrap().parse().unwrap();
+    assert!(at <= server_ms(&server), "{recorded}");
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(done_per_of("job"))
+        .arg(0)
+        .arg(-1)
+        .query(&mut redis)
+        .unwrap();
+    assert!(
+        !members.iter().any(|m| m == "253402300800000 junk"),
+        "{members:?}"
+    );
+    server
+        .cmd()
+        .args(["-k", "job", "--once", "v9", "--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_contains("already done");
+    assert_eq!(lines(&log), 2);
+}
+
+/// Another application's data of another type under a record's name: --once runs as if
+/// nothing were done and leaves it alone, and a release never fails on it (before: every
+/// run exited 125 WRONGTYPE, and one whose record key turned foreign while it ran kept the
+/// lock until its TTL).
+#[test]
+fn a_record_key_of_another_type_neither_refuses_nor_blocks_the_release() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-type");
+    let log = dir.join("log");
+    let mut redis = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg(done_of("typed"))
+        .arg("theirs")
+        .query(&mut redis)
+        .unwrap();
+    server
+        .cmd()
+        .args(["-k", "typed", "--once", "a", "--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_contains("{redlock:typed}:done on ")
+        .assert_stderr_contains("is not a --once record redlock-run wrote");
+    assert_eq!(lines(&log), 1);
+    let theirs: String = redis::cmd("GET")
+        .arg(done_of("typed"))
+        .query(&mut redis)
+        .unwrap();
+    assert_eq!(theirs, "theirs");
+    // The record key turns foreign while the run holds: its release still lets go.
+    let started = dir.join("started");
+    let go = dir.join("go");
+    let work = format!(
+        "touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        started.display(),
+        go.display()
+    );
+    let run = server
+        .cmd()
+        .args([
+            "-k",
+            "typed2",
+            "--once-per",
+            "1h",
+            "--ttl",
+            "60s",
+            "--shell",
+            &work,
+        ])
+        .spawn();
+    wait_until(Duration::from_secs(20), "the command to start", || {
+        started.exists()
+    });
+    let _: () = redis::cmd("SET")
+        .arg(done_per_of("typed2"))
+        .arg("theirs")
+        .query(&mut redis)
+        .unwrap();
+    std::fs::write(&go, "").unwrap();
+    run.wait()
+        .assert_code(0)
+        .assert_stderr_contains("{redlock:typed2}:done:per on ")
+        .assert_stderr_contains("the work was not recorded there");
+    let held: i64 = redis::cmd("EXISTS")
+        .arg(format!("{PREFIX}typed2"))
+        .query(&mut redis)
+        .unwrap();
+    assert_eq!(held, 0, "the lock is still held after a successful run");
+}
+
+/// A run longer than --remember keeps its own --once-per record (before, its release pruned
+/// it, and a run of the same firing that waited ran the work again); and --remember below
+/// the --once-per DUR is refused.
+#[test]
+fn remember_never_prunes_a_runs_own_once_per_record() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args([
+            "-k",
+            "short",
+            "--once-per",
+            "1h",
+            "--remember",
+            "1s",
+            "--",
+            "true",
+        ])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("--remember must be at least --once-per's DUR");
+    let dir = TempDir::new("once-prune");
+    let log = dir.join("log");
+    let started = dir.join("started");
+    let work = format!("touch '{}'; sleep 4.5; {}", started.display(), note(&log));
+    let run = |work: &str| {
+        server
+            .cmd()
+            .args([
+                "-k",
+                "long",
+                "--once-per",
+                "2s",
+                "--remember",
+                "2s",
+                "--shell",
+                work,
+            ])
+            .spawn()
+    };
+    let first = run(&work);
+    wait_until(
+        Duration::from_secs(20),
+        "the first command to start",
+        || started.exists(),
+    );
+    // The same firing (well within DUR/2 = 2s of the first's arrival), waiting meanwhile.
+    let second = run(&note(&log));
+    first.wait().assert_code(0);
+    second
+        .wait()
+        .assert_code(0)
+        .assert_stderr_contains("already done (--once-per)");
+    assert_eq!(lines(&log), 1);
+}

@@ -289,6 +289,181 @@ fn a_redlock_takeover_needs_a_majority_of_the_nodes() {
     assert!(dir.exists("old.term"));
 }
 
+/// Redlock with one node of three frozen: a takeover request on record on one node only
+/// must not make the renewals wait for the frozen node (they did, until their deadline, and
+/// the holder lost its lock: exit 76); and a real takeover, on the two live nodes, stops
+/// the holder within 1 s (77, not 76).
+#[test]
+fn a_frozen_node_does_not_hold_a_renewal_that_saw_a_takeover() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    nodes[2].freeze();
+    let dir = TempDir::new("replace-frozen");
+    let started = dir.join("").display().to_string();
+    let holder = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rl2", "--ttl", "3s", "--shell"])
+        .arg(format!("touch {started}started; sleep 6"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the command to start", || {
+        dir.exists("started")
+    });
+    let _: () = redis::cmd("SET")
+        .arg("{redlock:rl2}:replace")
+        .arg(r#"{"token":"stale","host":"gone","pid":1,"program":"x"}"#)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut nodes[0].connection())
+        .unwrap();
+    holder.wait_within(Duration::from_secs(30)).assert_code(0);
+
+    let old = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rl3", "--ttl", "3s", "--label", "old", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        nodes[..2].iter().all(|node| node.subscribed_clients() >= 1)
+    });
+    let asked = now_ns();
+    let new = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "rl3", "--replace", "--label", "new", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("(new)");
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    new.wait_within(Duration::from_secs(30)).assert_code(0);
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+}
+
+/// A replacing run killed while it waits (SIGKILL: an OOM kill, a cancelled CI job) leaves
+/// nobody blocked: the holder's release finds it gone and deletes its request with it, and
+/// its request never outlives its last try by more than a quarter of the holder's lease left
+/// and 2 s (before: 3 TTLs, and the next plain run waited 28 s for a lock nobody held).
+#[test]
+fn a_replacing_run_that_dies_waiting_blocks_nobody() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-dies");
+    let d = dir.join("").display().to_string();
+    let old = server
+        .cmd()
+        .args(["-k", "rdie", "--ttl", "10s", "--shell"])
+        .arg(format!(
+            "trap 'touch {d}term; while [ ! -e {d}go ]; do sleep 0.05; done; exit 0' TERM; \
+             touch {d}started; while :; do sleep 0.05; done"
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("started")
+    });
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    let taker = server
+        .cmd()
+        .args(["-k", "rdie", "--replace", "--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(15), "the holder to be told", || {
+        dir.exists("term")
+    });
+    let mut conn = server.connection();
+    wait_until(
+        Duration::from_secs(15),
+        "the replacing run to queue",
+        || {
+            let queued: i64 = redis::cmd("ZCARD")
+                .arg("{redlock:rdie}:queue")
+                .query(&mut conn)
+                .unwrap();
+            queued == 1
+        },
+    );
+    let left: i64 = redis::cmd("PTTL")
+        .arg("{redlock:rdie}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        (0..=10_000 + 2_500 + 2_000).contains(&left),
+        "the takeover request lasts {left} ms past its requester's try"
+    );
+    taker.signal(libc::SIGKILL);
+    wait_for_death(taker.pid(), Duration::from_secs(10));
+    std::fs::write(dir.join("go"), "").unwrap();
+    old.wait_within(Duration::from_secs(20)).assert_code(77);
+    let standing: i64 = redis::cmd("EXISTS")
+        .arg("{redlock:rdie}:replace")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        standing, 0,
+        "the dead requester's takeover outlived the release"
+    );
+    server
+        .cmd()
+        .args(["-k", "rdie", "--wait", "5s", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
+/// A takeover request standing on a free lock (its requester gone, or written by hand) is
+/// shown by `status` and withdrawn by `release --force` (before: `status` said "free", a
+/// `--no-wait` run exited 75, and `release --force` found nothing to release).
+#[test]
+fn status_shows_a_standing_takeover_and_release_force_withdraws_it() {
+    let server = RedisServer::start();
+    let _: () = redis::cmd("SET")
+        .arg("{redlock:rfk}:replace")
+        .arg(r#"{"token":"t","host":"web-9","pid":7,"program":"p","label":"v2"}"#)
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut server.connection())
+        .unwrap();
+    server
+        .cmd()
+        .args(["-k", "rfk", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    let out = server.cmd().args(["status", "-k", "rfk"]).run();
+    out.assert_code(1);
+    assert!(
+        out.stdout_str()
+            .contains("a takeover (--replace) by web-9 pid 7"),
+        "{}",
+        out.stdout_str()
+    );
+    let out = server.cmd().args(["status", "-k", "rfk", "--json"]).run();
+    let json: serde_json::Value = serde_json::from_str(out.stdout_str().trim()).unwrap();
+    assert!(
+        json["takeover_by"].as_str().unwrap().contains("web-9"),
+        "{json}"
+    );
+    let out = server.cmd().args(["release", "-k", "rfk", "--force"]).run();
+    assert!(
+        out.stdout_str()
+            .contains("withdrew the takeover (--replace) by web-9"),
+        "{}",
+        out.stdout_str()
+    );
+    server
+        .cmd()
+        .args(["-k", "rfk", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(0);
+}
+
 /// A takeover asked for the moment the old command starts, before its holder listens (it
 /// does once the command has run 200 ms): heard all the same within 1 s, through the
 /// replacing run's next tries.

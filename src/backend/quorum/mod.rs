@@ -15,7 +15,9 @@
 //!   the nodes first (never lowering one), so every later majority, which shares a node
 //!   with this one, counts past it. See docs/guide.md, "Fencing tokens".
 //! - **Renew**: all nodes in parallel; extended when a majority confirms, lost for sure when
-//!   more than N - majority say the key is not ours. A node that answers "not ours" while a
+//!   more than N - majority say the key is not ours. A takeover request (`--replace`) seen on
+//!   some nodes never makes the round wait for a silent node past `STRAGGLER_WAIT`: the round
+//!   ends once one request has a majority or the silent nodes could not give it one. A node that answers "not ours" while a
 //!   majority confirmed (it restarted empty) is taken again; never otherwise.
 //! - **Release**: all nodes, waiting for a majority's answers, then `STRAGGLER_WAIT` for
 //!   the rest. Each release is announced with the same text on every node. "Not ours" from
@@ -300,22 +302,26 @@ impl LockBackend for Quorum {
         // A takeover (`--replace`) is acted on only when a majority of the nodes has it on
         // record from the same run: one node alone decides nothing.
         let mut requests: Vec<Vec<u8>> = Vec::new();
+        let majority = self.majority;
         let end = self
             .nodes
             .collect(round, self.nodes.len(), deadline, |node, answer| {
-                match answer {
-                    Answer::Renew(Ok(Renewal::Extended { replace_by, .. })) => {
-                        requests.extend(replace_by);
-                        tally.yes.push(node);
-                    }
-                    Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
-                    Answer::Renew(Err(err)) => tally.fail(node, &err),
-                    _ => {}
-                }
-                // Once a node reports a takeover, the others are heard too (within the
-                // deadline), so that a majority of them on record is found at once.
-                tally.decided() && (requests.is_empty() || tally.answered() == tally.nodes)
+                take_renewal(&mut tally, &mut requests, node, answer);
+                // Decided: a silent node is never waited for here, request or not (a frozen
+                // one would hold the renewal until its deadline, and the holder would lose
+                // the lock).
+                tally.decided()
             });
+        tally.timed_out = end == RoundEnd::OutOfTime;
+        let silent = tally.nodes.saturating_sub(tally.answered());
+        if end == RoundEnd::Heard && tally.won() && !takeover_settled(&requests, silent, majority) {
+            // A request seen on some nodes that the silent ones could still bring to a
+            // majority: they get the straggler's wait, never the renewal's deadline.
+            self.nodes
+                .hear_out(round, silent, started, deadline, |node, answer| {
+                    take_renewal(&mut tally, &mut requests, node, answer);
+                });
+        }
         tally.timed_out = end == RoundEnd::OutOfTime;
         if tally.won() {
             // Still held by a majority: a node that lost the key (it restarted empty, or
@@ -500,5 +506,52 @@ impl LockBackend for Quorum {
 
     fn describe(&self) -> &str {
         &self.display
+    }
+}
+
+/// Notes one node's answer to a renewal: in `tally`, and any takeover it reports in
+/// `requests`.
+fn take_renewal(tally: &mut Tally, requests: &mut Vec<Vec<u8>>, node: usize, answer: Answer) {
+    match answer {
+        Answer::Renew(Ok(Renewal::Extended { replace_by, .. })) => {
+            requests.extend(replace_by);
+            tally.yes.push(node);
+        }
+        Answer::Renew(Ok(Renewal::NotOurs)) => tally.no.push(node),
+        Answer::Renew(Err(err)) => tally.fail(node, &err),
+        _ => {}
+    }
+}
+
+/// Whether the takeovers reported so far (`requests`, one per node that has one) are
+/// settled with `silent` nodes still to answer: one already has a majority, or none could
+/// reach one even if every silent node reported it.
+fn takeover_settled(requests: &[Vec<u8>], silent: usize, majority: usize) -> bool {
+    let most = requests
+        .iter()
+        .map(|request| requests.iter().filter(|other| *other == request).count())
+        .max()
+        .unwrap_or(0);
+    most >= majority || most + silent < majority
+}
+
+#[cfg(test)]
+mod tests {
+    use super::takeover_settled;
+
+    #[test]
+    fn a_takeover_is_settled_without_waiting_for_a_node_that_cannot_change_it() {
+        let a = b"a".to_vec();
+        let b = b"b".to_vec();
+        // No request: settled whatever the silent nodes hold, one node alone deciding nothing.
+        assert!(takeover_settled(&[], 1, 2));
+        assert!(takeover_settled(&[], 2, 3));
+        // One node has it, one silent node could make a majority of two: not yet settled.
+        assert!(!takeover_settled(std::slice::from_ref(&a), 1, 2));
+        // A majority has it already: settled, a frozen third node is not waited for.
+        assert!(takeover_settled(&[a.clone(), a.clone()], 1, 2));
+        // Two different requests on two nodes of five, one silent: none can reach three.
+        assert!(takeover_settled(&[a.clone(), b.clone()], 1, 3));
+        assert!(!takeover_settled(&[a.clone(), a, b], 1, 3));
     }
 }

@@ -59,8 +59,10 @@
 --         each with a fifth element: how many entries of the woken waiters' record were
 --           not wake-up times and were taken out (see `woken_since`); a sixth: the
 --           server's run_id when asked for (ARGV[11]), '' otherwise or when the user may
---           not run INFO; and a seventh: with --once-per, this run's arrival by this
---           server's clock (ARGV[16] on later attempts), '0' without.
+--           not run INFO; a seventh: with --once-per, this run's arrival by this
+--           server's clock (ARGV[16] on later attempts), '0' without; and an eighth: which
+--           record keys hold another type and were read as no record (1: done, 2:
+--           done_per, added).
 local server = ''
 if ARGV[11] == '1' then
   local info = redis.pcall('INFO', 'server')
@@ -70,8 +72,11 @@ if ARGV[11] == '1' then
 end
 
 local stamp = '0'
+-- Which record keys hold another type (another application's data): 1 {K}:done, 2
+-- {K}:done:per, added; read as no record, and warned about.
+local foreign = 0
 local function reply(status, number, text, ahead)
-  return {status, number, text, ahead, repaired, server, stamp}
+  return {status, number, text, ahead, repaired, server, stamp, foreign}
 end
 
 local n = tonumber(ARGV[4])
@@ -132,20 +137,49 @@ call('HDEL', woken, token)
 -- finds it done at arrival leaves without registering, so it supersedes no one.
 local done = false
 local once_per = tonumber(ARGV[15])
-if once_per > 0 then
-  stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now_ms())
-  -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
-  local half = math.floor(once_per / 2)
-  local arrival = tonumber(stamp)
-  -- ZRANGE BYSCORE (Redis 6.2), not ZRANGEBYSCORE: the documented ACL user has ZRANGE.
-  done = call('ZRANGE', KEYS[n + 7], '(' .. (arrival - half), '(' .. (arrival + half),
-    'BYSCORE', 'LIMIT', 0, 1)[1] or false
+-- Read only with --once or --once-per: nothing is added to a plain run's acquisition.
+local now = (once_per > 0 or ARGV[14] ~= '') and now_ms() or 0
+-- A record is '<when, server ms> <holder's value>'. One dated in the future was not
+-- written by redlock-run (a release writes the server's time): it counts as not done, and
+-- goes, or it would make its ID done forever. A key of another type under the record's
+-- name (another application's data) holds no record: not done, and left alone.
+local function future(record)
+  local when = tonumber(string.match(record, '^(%d+) '))
+  return when ~= nil and when > now
 end
-if not done and ARGV[14] ~= '' then
+if once_per > 0 then
+  stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now)
+  local kind = call('TYPE', KEYS[n + 7]).ok
+  if kind ~= 'zset' and kind ~= 'none' then
+    foreign = foreign + 2
+  end
+  if kind == 'zset' then
+    -- Strictly within DUR/2 of this run's arrival: the next firing, DUR later, runs.
+    local half = math.floor(once_per / 2)
+    local arrival = tonumber(stamp)
+    -- ZRANGE BYSCORE (Redis 6.2), not ZRANGEBYSCORE: the documented ACL user has ZRANGE.
+    local found = call('ZRANGE', KEYS[n + 7], '(' .. (arrival - half),
+      '(' .. (arrival + half), 'BYSCORE', 'LIMIT', 0, 16)
+    for _, record in ipairs(found) do
+      if future(record) then
+        call('ZREM', KEYS[n + 7], record)
+      elseif not done then
+        done = record
+      end
+    end
+  end
+end
+local once_kind = (not done and ARGV[14] ~= '') and call('TYPE', KEYS[n + 6]).ok or 'none'
+if once_kind ~= 'hash' and once_kind ~= 'none' then
+  foreign = foreign + 1
+end
+if once_kind == 'hash' then
   local record = call('HGET', KEYS[n + 6], ARGV[14])
   if record then
     local when = tonumber(string.match(record, '^(%d+) '))
-    if when and when >= now_ms() - tonumber(ARGV[17]) then
+    if future(record) then
+      call('HDEL', KEYS[n + 6], ARGV[14])
+    elseif when and when >= now - tonumber(ARGV[17]) then
       done = record
     end
   end
@@ -161,7 +195,8 @@ if done then
     call('DEL', request_key)
   end
   if #free > 0 then
-    wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms())
+    wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms(), nil,
+      request_key)
   end
   return reply(3, 0, done, 0)
 end
@@ -244,9 +279,14 @@ if type(request) == 'string' and not mine then
   return wait_in_queue(soonest, 0)
 end
 if replacing and #free == 0 then
-  -- Asked for once the first time, kept while this run keeps trying (it comes back within
-  -- `ttl` or so: see wait.rs), and gone a little after it stops.
-  call('SET', request_key, identity .. ARGV[2], 'PX', 3 * ttl)
+  -- Asked for once the first time, kept while this run keeps trying, and gone soon after it
+  -- stops: it comes back when the holder's lease would end (`soonest`, 10 s with none:
+  -- wait.rs, `retry_delay`, at most a tenth or 250 ms later), at once on a release, and
+  -- every 300 ms at first. So the request lasts a quarter more than that, and 2 s: a
+  -- requester that died holds nobody up for longer than that past its last try (and not
+  -- at all once a release finds it gone: `drop_waiter`).
+  local wait = soonest >= 0 and soonest or 10000
+  call('SET', request_key, identity .. ARGV[2], 'PX', wait + math.floor(wait / 4) + 2000)
   local target = string.match(holder, '^{"token":"([^"]+)"')
   if target then
     publish(ARGV[10], prefix .. target, 'replace')
@@ -270,13 +310,14 @@ if ARGV[5] == '1' then
     if ahead >= #free or not first or first == token then
       break
     end
-    local since = woken_in_time(queue, woken, first, ttl, now)
+    local since = woken_in_time(queue, woken, first, ttl, now, request_key)
     if since then
       local left = ttl - (now - since)
       if soonest < 0 or left < soonest then soonest = left end
       ahead, at = ahead + 1, at + 1
     elseif since == nil then
-      local woke = wake_next(queue, woken, prefix, ARGV[10], token .. '#ahead', ttl, now, at)
+      local woke = wake_next(queue, woken, prefix, ARGV[10], token .. '#ahead', ttl, now, at,
+        request_key)
       -- Woken now (or, with it dead and dropped, someone behind it, met again next time
       -- round at `at`); nobody woken while it is still there (the user may not publish):
       -- it stays ahead, and we look again after `ttl`.

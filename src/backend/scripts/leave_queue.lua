@@ -16,6 +16,6 @@ if type(request) == 'string' and string.sub(request, 1, #ARGV[5]) == ARGV[5] the
 end
 if call('HDEL', KEYS[2], ARGV[1]) == 1 then
   wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left', tonumber(ARGV[3]),
-    now_ms())
+    now_ms(), nil, KEYS[3])
 end
 return 1

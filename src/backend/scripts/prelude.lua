@@ -152,15 +152,29 @@ local function woken_since(woken, token, now)
   return at
 end
 
+-- Drops the waiter `token`, found gone, from `queue` and `woken`, and the takeover it asked
+-- for (`request`: the lock's {K}:replace, nil where the caller has none), which would
+-- otherwise keep everybody else from a free slot until it ran out.
+local function drop_waiter(queue, woken, token, request)
+  call('ZREM', queue, token)
+  call('HDEL', woken, token)
+  if request then
+    local value = read(request)
+    local its = '{"token":"' .. token .. '"'
+    if type(value) == 'string' and string.sub(value, 1, #its) == its then
+      call('DEL', request)
+    end
+  end
+end
+
 -- When the waiter `token` of `queue` was woken, as `woken_since`, if it may still try: one
 -- woken more than `grace` ms ago that has not tried since counts as gone (its host vanished
--- with its connection still open), and is dropped from the queue and the record: then
--- false. nil when it was not woken.
-local function woken_in_time(queue, woken, token, grace, now)
+-- with its connection still open), and is dropped (`drop_waiter`): then false. nil when it
+-- was not woken.
+local function woken_in_time(queue, woken, token, grace, now, request)
   local since = woken_since(woken, token, now)
   if since and now - since > grace then
-    call('ZREM', queue, token)
-    call('HDEL', woken, token)
+    drop_waiter(queue, woken, token, request)
     return false
   end
   return since
@@ -174,8 +188,8 @@ end
 -- woken too long ago is dropped too (`woken_in_time`). Returns the first live waiter from
 -- position `from` (0-based) that is not already woken, woken now with `message`; nil when
 -- there is none (or the user may not publish: then nobody can be woken this way).
--- `sharded` as for `publish`.
-local function wake_next(queue, woken, prefix, sharded, message, grace, now, from)
+-- `sharded` as for `publish`; `request` as for `drop_waiter`.
+local function wake_next(queue, woken, prefix, sharded, message, grace, now, from, request)
   local at = from or 0
   -- Bounded, so that a queue of dead waiters cannot make one script run long; the rest
   -- are dropped by the next wake-up.
@@ -184,7 +198,7 @@ local function wake_next(queue, woken, prefix, sharded, message, grace, now, fro
     if not first then
       return nil
     end
-    local since = woken_in_time(queue, woken, first, grace, now)
+    local since = woken_in_time(queue, woken, first, grace, now, request)
     if since then
       at = at + 1
     elseif since == nil then
@@ -199,7 +213,7 @@ local function wake_next(queue, woken, prefix, sharded, message, grace, now, fro
         end
         return first
       end
-      call('ZREM', queue, first)
+      drop_waiter(queue, woken, first, request)
     end
   end
   return nil

@@ -4,8 +4,10 @@
 -- KEYS[3] woken: the woken waiters (see `wake_next`)
 -- KEYS[4] done: the --once record (see acquire.lua)
 -- KEYS[5] done_per: the --once-per record (see acquire.lua)
--- KEYS[6] limit: with a semaphore, its {K}:limit key
--- KEYS[7..] slots: with a semaphore, every slot; when none is held any more, the limit key
+-- KEYS[6] replace: a takeover asked for by --replace (see acquire.lua): deleted with its
+--          requester when the wake-up finds that one gone
+-- KEYS[7] limit: with a semaphore, its {K}:limit key
+-- KEYS[8..] slots: with a semaphore, every slot; when none is held any more, the limit key
 --          goes
 -- ARGV[1] identity: the leading bytes of the value that identify this holder
 -- ARGV[2] release_channel: the channel every waiter also listens on
@@ -28,13 +30,25 @@
 -- touched: it is not ours), 3 when released but the announcement was refused (the user may
 -- not publish on the channel): waiters then find the lock free only when they next look.
 -- repaired: how many entries of the woken waiters' record were not wake-up times and were
--- taken out (see `woken_since`).
+-- taken out (see `woken_since`). A third element: which record keys hold another type, so
+-- that nothing was recorded there (1: done, 2: done_per, added; see acquire.lua).
 local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
   return {0, 0}
 end
 -- Only a holder that still has the lock records its work: one that lost it may have run
--- alongside another, and records nothing (the next run does the work again).
+-- alongside another, and records nothing (the next run does the work again). A key of
+-- another type under a record's name (another application's data) is left alone and
+-- nothing is recorded there: the record-keeping never stands in the way of the release.
+local foreign = 0
+local function holds(key, kind, bit)
+  local found = call('TYPE', key).ok
+  if found == 'none' or found == kind then
+    return true
+  end
+  foreign = foreign + bit
+  return false
+end
 if ARGV[9] == '1' then
   local now = now_ms()
   local remember = tonumber(ARGV[12])
@@ -44,7 +58,7 @@ if ARGV[9] == '1' then
       call('PEXPIRE', key, remember)
     end
   end
-  if ARGV[10] ~= '' then
+  if ARGV[10] ~= '' and holds(KEYS[4], 'hash', 1) then
     call('HSET', KEYS[4], ARGV[10], record)
     last(KEYS[4])
     -- IDs recorded longer ago than --remember are forgotten here, a few at a time. Best
@@ -56,19 +70,20 @@ if ARGV[9] == '1' then
       if type(fields) == 'table' and not fields.err then
         for i = 1, #fields, 2 do
           local when = tonumber(string.match(fields[i + 1], '^(%d+) '))
-          if not when or when < now - remember then
+          if not when or when < now - remember or when > now then
             call('HDEL', KEYS[4], fields[i])
           end
         end
       end
     end
   end
-  if ARGV[11] ~= '0' then
+  if ARGV[11] ~= '0' and holds(KEYS[5], 'zset', 2) then
     call('ZADD', KEYS[5], ARGV[11], record)
     -- Records older than --remember go, a few at a time, with commands the documented
-    -- ACL user has.
-    local old = call('ZRANGE', KEYS[5], '-inf', '(' .. (now - remember), 'BYSCORE', 'LIMIT',
-      0, 16)
+    -- ACL user has; never this run's own, nor one that arrived after it, however long this
+    -- run took: waiters that arrived within DUR/2 of it still look for it.
+    local before = math.min(now - remember, tonumber(ARGV[11]))
+    local old = call('ZRANGE', KEYS[5], '-inf', '(' .. before, 'BYSCORE', 'LIMIT', 0, 16)
     for _, member in ipairs(old) do
       call('ZREM', KEYS[5], member)
     end
@@ -78,32 +93,33 @@ end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   call('PEXPIRE', KEYS[1], keep)
-  if KEYS[6] and call('PTTL', KEYS[6]) < keep then
-    call('SET', KEYS[6], ARGV[4], 'PX', keep)
+  if KEYS[7] and call('PTTL', KEYS[7]) < keep then
+    call('SET', KEYS[7], ARGV[4], 'PX', keep)
   end
-  return {2, 0}
+  return {2, 0, foreign}
 end
 call('DEL', KEYS[1])
-if KEYS[6] then
+if KEYS[7] then
   local held = false
-  for i = 7, #KEYS do
+  for i = 8, #KEYS do
     if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then call('DEL', KEYS[6]) end
+  if not held then call('DEL', KEYS[7]) end
 end
 if ARGV[5] == '' then
-  return {1, 0}
+  return {1, 0, foreign}
 end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
-if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms()) then
-  return {1, repaired}
+if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms(), nil,
+    KEYS[6]) then
+  return {1, repaired, foreign}
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
 -- waiter of an older redlock-run, hears it there.
 local published = publish(ARGV[8], ARGV[2], ARGV[5])
 if type(published) == 'table' and published.err then
-  return {3, repaired}
+  return {3, repaired, foreign}
 end
-return {1, repaired}
+return {1, repaired, foreign}

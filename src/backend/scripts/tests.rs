@@ -111,6 +111,7 @@ fn every_script_type_matches_its_header() {
             slot: key("k"),
             queue: key("q"),
             woken: key("w"),
+            replace_key: key("r"),
             semaphore: None,
             identity: String::from("i"),
             channels: channels(false),
@@ -168,6 +169,7 @@ fn keys_follow_the_header_layout() {
         slot: key("{k}:slot:2"),
         queue: key("q"),
         woken: key("w"),
+        replace_key: key("r"),
         semaphore: Some((key("l"), slots.clone())),
         identity: String::new(),
         channels: channels(true),
@@ -184,17 +186,18 @@ fn keys_follow_the_header_layout() {
     };
     let keys = release.keys();
     assert_eq!(
-        keys[..6],
+        keys[..7],
         [
             key("{k}:slot:2"),
             key("q"),
             key("w"),
             key("d"),
             key("p"),
+            key("r"),
             key("l")
         ]
     );
-    assert_eq!(keys[6..], slots);
+    assert_eq!(keys[7..], slots);
     let argv = release.argv();
     // A --min-hold remainder under a millisecond is still kept, for 1 ms: 0 would mean none.
     assert_eq!(argv[2], b"1");
