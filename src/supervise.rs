@@ -45,6 +45,10 @@ use crate::signals;
 pub struct Supervised {
     pub status: ExitStatus,
     pub ending: Ending,
+    /// A terminating signal to redlock-run was passed on to the command (or the terminal
+    /// delivered it) while it ran: however it then exited, it was told to stop, and its
+    /// work is not recorded as done (`--once`).
+    pub asked_to_stop: bool,
 }
 
 /// Why the command ended, as far as redlock-run had a hand in it.
@@ -632,6 +636,7 @@ impl Supervisor<'_> {
         Ok(Some(Supervised {
             status,
             ending: self.ending,
+            asked_to_stop: self.asked_to_stop,
         }))
     }
 
