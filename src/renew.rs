@@ -4,6 +4,13 @@
 //! shares the backend with the main thread, which uses it again for the release once
 //! renewals have stopped, so one connection serves acquire, renew and release. The schedule
 //! and every deadline come from `lease.rs`.
+//!
+//! A holder also listens for a takeover (`--replace`) on a thread of its own (`Listening`),
+//! on connections of its own: subscribing never holds the backend, so a release is never
+//! kept waiting behind it. A subscription that breaks (its connection reset, a failover, a
+//! cluster slot that moved) is made again, after a pause that doubles up to
+//! `RELISTEN_MAX`; while there is none, each renewal looks for a request, even in a Redis
+//! Cluster, where it otherwise looks only when told.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -12,7 +19,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{LockBackend, Notice, Renewal, Subscription};
+use crate::backend::{
+    cannot_subscribe, is_refused_by_acl, is_takeover_notice, LockBackend, Notice, Renewal,
+    TakeoverListener,
+};
 use crate::event::{Event, Loss};
 use crate::lease::{self, Lease};
 use crate::report;
@@ -23,8 +33,11 @@ use crate::report;
 /// again by the replacing run's next tries, which come often at first (`wait.rs`).
 const LISTEN_AFTER: Duration = Duration::from_millis(200);
 
-/// The message a takeover sends on the holder's own channel (`acquire.lua`).
-const REPLACE_NOTICE: &str = "replace";
+/// The first pause before listening again once the takeover listener broke or could not be
+/// made, doubled at each failure up to `RELISTEN_MAX`; back to the first once a
+/// subscription has lasted `RELISTEN_MAX`.
+const RELISTEN_MIN: Duration = Duration::from_millis(100);
+const RELISTEN_MAX: Duration = Duration::from_secs(5);
 
 /// The renewal thread once it has a lease.
 pub struct Renewer {
@@ -110,7 +123,7 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
     // notice that never came.
     let (poke, poked) = mpsc::channel::<()>();
     let mut listen_at = Some(Instant::now() + LISTEN_AFTER);
-    let mut _listening: Option<Subscription> = None;
+    let mut listening: Option<Listening> = None;
     let mut replace_told = false;
     loop {
         let wake_at = listen_at.map_or(next_renewal, |at| at.min(next_renewal));
@@ -120,16 +133,15 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
         }
         if listen_at.is_some_and(|at| Instant::now() >= at) {
             listen_at = None;
-            let mut backend = lock_backend(&backend);
-            if stopped.load(Ordering::Relaxed) {
-                return None;
-            }
-            _listening = listen_for_takeover(&mut **backend, poke.clone(), next_renewal);
-            drop(backend);
+            // No I/O under the lock: the listener connects on a thread of its own.
+            let listener = lock_backend(&backend).takeover_listener();
+            listening = listener.and_then(|listener| Listening::start(listener, poke.clone()));
         }
         if !renew_now && Instant::now() < next_renewal {
             continue;
         }
+        // Notices that came together (one per Redlock node) make one renewal.
+        while poked.try_recv().is_ok() {}
 
         let give_up_at = lease.give_up_at();
         if Instant::now() >= give_up_at {
@@ -141,7 +153,12 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
         if stopped.load(Ordering::Relaxed) {
             return None;
         }
-        match backend.renew(give_up_at, renew_now) {
+        // Without a listener (not made yet, broken, or none to be had) a request may come
+        // unannounced: looked for at each renewal, in a cluster too.
+        let deaf = listening
+            .as_ref()
+            .is_none_or(|l| !l.up.load(Ordering::Relaxed));
+        match backend.renew(give_up_at, renew_now || deaf) {
             Ok(Renewal::Extended {
                 sent_at,
                 replace_by,
@@ -149,6 +166,8 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
                 lease.renewed(sent_at);
                 if let Some(by) = replace_by.filter(|_| !replace_told) {
                     replace_told = true;
+                    // Heard: nothing more to listen for.
+                    listening = None;
                     let _ = events.send(Event::ReplaceRequested { by });
                 }
                 // Sent with the backend still locked, so that once `stop` has the backend,
@@ -189,28 +208,119 @@ fn sleep_until(poked: &Receiver<()>, until: Instant) -> bool {
     }
 }
 
-/// Subscribes to this holder's own channel, where a `--replace` run's acquisition sends its
-/// request: each one pokes the renewal thread. Given up at `deadline` (the next renewal's),
-/// and then the renewals alone find a takeover. One connection more per holder, the
-/// subscription of a waiting run (`LockBackend::subscribe`), on this holder's channel alone.
-fn listen_for_takeover(
-    backend: &mut dyn LockBackend,
-    poke: Sender<()>,
-    deadline: Instant,
-) -> Option<Subscription> {
-    let sink = Box::new(move |notice: Notice| match notice {
-        Notice::Released { by } if by == REPLACE_NOTICE => poke.send(()).is_ok(),
-        Notice::Released { .. } => true,
-        Notice::Broken(_) => false,
-    });
-    match backend.subscribe(sink, Some(deadline)) {
-        Ok(subscription) => Some(subscription),
-        Err(err) => {
-            report::verbose(format_args!(
-                "not listening for a takeover (--replace), renewals will find it: {err:#}"
-            ));
-            None
+/// What the listening thread hears.
+enum Heard {
+    /// The subscription of that generation broke.
+    Broken(u64, anyhow::Error),
+    /// The renewal thread is done with it (`Listening` dropped).
+    Stop,
+}
+
+/// The holder's takeover listener, on a thread of its own: subscribed to the holder's own
+/// channel, where a `--replace` run's acquisition announces its request, each announcement
+/// pokes the renewal thread. Made again when it breaks; ended when dropped. One connection
+/// per holder (per node with Redlock), and its subscription's round trips.
+struct Listening {
+    /// Whether a subscription is up now.
+    up: Arc<AtomicBool>,
+    heard: Sender<Heard>,
+}
+
+impl Listening {
+    fn start(listener: Box<dyn TakeoverListener>, poke: Sender<()>) -> Option<Listening> {
+        let up = Arc::new(AtomicBool::new(false));
+        let (heard, hear) = mpsc::channel();
+        let (up_there, heard_there) = (Arc::clone(&up), heard.clone());
+        let started = std::thread::Builder::new()
+            .name("takeover-listen".into())
+            .spawn(move || listen_for_takeover(listener, &poke, &up_there, &heard_there, &hear));
+        match started {
+            Ok(_) => Some(Listening { up, heard }),
+            Err(err) => {
+                report::verbose(format_args!(
+                    "not listening for a takeover (--replace), renewals will find it: {err}"
+                ));
+                None
+            }
         }
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = self.heard.send(Heard::Stop);
+    }
+}
+
+/// Listens until told to stop, subscribing again after a pause whenever the subscription
+/// breaks or cannot be made; gives up only where it never could be (a server without
+/// SUBSCRIBE, an ACL that refuses the channel): then the renewals alone find a takeover.
+fn listen_for_takeover(
+    mut listener: Box<dyn TakeoverListener>,
+    poke: &Sender<()>,
+    up: &AtomicBool,
+    heard: &Sender<Heard>,
+    hear: &Receiver<Heard>,
+) {
+    let mut pause = RELISTEN_MIN;
+    let mut generation = 0u64;
+    loop {
+        generation += 1;
+        let (poke_by, broke) = (poke.clone(), heard.clone());
+        let this = generation;
+        let sink = Box::new(move |notice: Notice| match notice {
+            Notice::Released { by } if is_takeover_notice(&by) => poke_by.send(()).is_ok(),
+            Notice::Released { .. } => true,
+            Notice::Broken(err) => {
+                let _ = broke.send(Heard::Broken(this, err));
+                false
+            }
+        });
+        let since = Instant::now();
+        match listener.listen(sink) {
+            Ok(subscription) => {
+                up.store(true, Ordering::Relaxed);
+                if generation > 1 {
+                    // A request announced while nobody listened is read now.
+                    let _ = poke.send(());
+                }
+                let broken = loop {
+                    match hear.recv() {
+                        Ok(Heard::Broken(of, err)) if of == generation => break err,
+                        Ok(Heard::Broken(..)) => {}
+                        Ok(Heard::Stop) | Err(_) => return,
+                    }
+                };
+                up.store(false, Ordering::Relaxed);
+                drop(subscription);
+                if since.elapsed() >= RELISTEN_MAX {
+                    pause = RELISTEN_MIN;
+                }
+                report::verbose(format_args!(
+                    "the subscription for a takeover (--replace) broke, listening again in                      {}: {broken:#}",
+                    report::duration(pause)
+                ));
+            }
+            Err(err) if cannot_subscribe(&err) || is_refused_by_acl(&err) => {
+                report::verbose(format_args!(
+                    "not listening for a takeover (--replace), renewals will find it: {err:#}"
+                ));
+                return;
+            }
+            Err(err) => report::verbose(format_args!(
+                "cannot listen for a takeover (--replace), trying again in {}: {err:#}",
+                report::duration(pause)
+            )),
+        }
+        let until = Instant::now() + pause;
+        loop {
+            match hear.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(Heard::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Heard::Broken(..)) => {}
+                Err(RecvTimeoutError::Timeout) => break,
+            }
+        }
+        pause = (pause * 2).min(RELISTEN_MAX);
     }
 }
 

@@ -248,10 +248,12 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     supervise::catch_up(&events, &mut lease);
     // Only a command that exited 0 on its own, the lock held throughout as far as the
     // supervisor saw, has its work recorded (`--once`); the release script records it
-    // only if the key is still ours.
+    // only if the key is still ours. One told to stop (a SIGTERM, SIGINT, SIGHUP or SIGQUIT
+    // redlock-run passed on) did not finish its work, even when it exits 0 on the signal,
+    // as a trap or `--stop-timeout`'s grace lets it: a signal records nothing.
     let succeeded = supervised
         .as_ref()
-        .is_ok_and(|s| s.ending == Ending::Exited && s.status.success());
+        .is_ok_and(|s| s.ending == Ending::Exited && !s.asked_to_stop && s.status.success());
     if succeeded && config.once.is_on() {
         renew::lock_backend(&backend).record_success();
     }

@@ -45,6 +45,10 @@ use crate::signals;
 pub struct Supervised {
     pub status: ExitStatus,
     pub ending: Ending,
+    /// A terminating signal to redlock-run was passed on to the command (or the terminal
+    /// delivered it) while it ran: however it then exited, it was told to stop, and its
+    /// work is not recorded as done (`--once`).
+    pub asked_to_stop: bool,
 }
 
 /// Why the command ended, as far as redlock-run had a hand in it.
@@ -290,6 +294,13 @@ impl Supervisor<'_> {
     /// received and forwarded), is left to that: the first reason to end it decides the
     /// exit status. A stop signal that comes after still starts `--stop-timeout`'s budget.
     fn replace_requested(&mut self, by: &[u8]) {
+        // A command that has exited, its exit not heard yet (the child watcher's report and
+        // the renewal thread's race), ended on its own: asked of the kernel, as for
+        // `--max-runtime`, so that a takeover that comes just after a success leaves it a
+        // success (exit 0, its `--once` work recorded), and the replacing run finds it so.
+        if self.ended_by.is_none() && self.reaped.is_none() && self.child.has_exited() {
+            self.command_ended(Instant::now());
+        }
         if self.kill_at.is_some()
             || self.ended_by.is_some()
             || self.reaped.is_some()
@@ -632,6 +643,7 @@ impl Supervisor<'_> {
         Ok(Some(Supervised {
             status,
             ending: self.ending,
+            asked_to_stop: self.asked_to_stop,
         }))
     }
 

@@ -133,6 +133,13 @@ pub enum Notice {
     Broken(anyhow::Error),
 }
 
+/// What a `--replace` run's acquisition announces on the holder's own channel
+/// (`scripts/acquire.lua`): `replace`, or `replace ` and more that names the request.
+/// Only a poke: the holder's renewal reads the request on record, and that decides.
+pub fn is_takeover_notice(by: &str) -> bool {
+    by == "replace" || by.starts_with("replace ")
+}
+
 /// Where release notices go: called from the subscription's thread with each notice;
 /// returns false once nobody listens any more.
 pub type NoticeSink = Box<dyn FnMut(Notice) -> bool + Send>;
@@ -244,6 +251,20 @@ pub trait LockBackend: Send {
     /// up at `deadline`, and within the Redis timeout in any case.
     fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription>;
 
+    /// How this holder hears a takeover (`--replace`) asked for, on connections of its
+    /// own, so that listening, and listening again, never waits on the backend; nothing is
+    /// connected yet. `None` where none can be asked for (`--limit` above 1).
+    fn takeover_listener(&self) -> Option<Box<dyn TakeoverListener>>;
+
     /// Where the lock lives, safe to print.
     fn describe(&self) -> &str;
+}
+
+/// A holder's subscription to its own channel, where a takeover (`--replace`) is announced
+/// (`LockBackend::takeover_listener`).
+pub trait TakeoverListener: Send {
+    /// Subscribes, passing each notice to `sink`; returns once it listens (with Redlock, on
+    /// a majority of the nodes; the others join as they come up), within the Redis
+    /// timeout. May be called again once a subscription has broken.
+    fn listen(&mut self, sink: NoticeSink) -> Result<Subscription>;
 }

@@ -1,7 +1,8 @@
 //! The lock protocol on one Redis deployment: SET NX PX through a Lua script,
 //! compare-and-PEXPIRE, compare-and-DEL plus PUBLISH. One connection (`connection::Link`)
 //! carries acquire, renew and release; a second one, opened only when the lock is busy,
-//! carries the subscription to release notices.
+//! carries the subscription to release notices, and a holder's takeover listener
+//! (`HolderListener`) has one of its own.
 //!
 //! "One deployment" may be the master that Sentinels name or, in a Redis Cluster, the
 //! master of the lock's hash slot: `endpoint` finds it and `connection` follows `MOVED` and
@@ -26,7 +27,7 @@ use super::scripts::{
 };
 use super::target::RedisTarget;
 use super::vetting::{self, Eviction};
-use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription};
+use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription, TakeoverListener};
 use crate::{lease, report};
 
 /// Pauses between sends of a release that the server answered "not now".
@@ -35,6 +36,8 @@ const RELEASE_RETRY_MAX: Duration = Duration::from_millis(250);
 
 pub struct SingleRedis {
     link: Link,
+    /// Where `link` goes: a holder's listener (`HolderListener`) connects there on its own.
+    target: RedisTarget,
     lock: LockRequest,
     identity: String,
     /// The slot key this holder has, once it has one.
@@ -72,6 +75,7 @@ impl SingleRedis {
             eviction,
             channels: Channels::of(&lock.key, link.is_cluster()),
             link,
+            target: target.clone(),
             identity: lock.identity(),
             lock,
             held: None,
@@ -444,16 +448,12 @@ impl LockBackend for SingleRedis {
     fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription> {
         let until = budget_end(self.link.timeout(), deadline);
         // Its own channel, where a release wakes it when it is first in the queue, and the
-        // lock's, where a release is announced when nobody is queued. A holder has no use
-        // for release notices: it listens on its own channel alone, where a takeover
-        // (`--replace`) is asked for (named twice, as the subscription takes two channels:
-        // Redis confirms each, and counts one subscription).
-        let own = self.channels.wake(&self.lock.token);
-        let channels = if self.held.is_some() {
-            [own.clone(), own]
-        } else {
-            [own, self.channels.release.clone()]
-        };
+        // lock's, where a release is announced when nobody is queued. (A holder listens on
+        // its own channel alone, on a connection of its own: `HolderListener`.)
+        let channels = [
+            self.channels.wake(&self.lock.token),
+            self.channels.release.clone(),
+        ];
         let subscription = if self.channels.sharded {
             notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink, until)
         } else {
@@ -464,8 +464,86 @@ impl LockBackend for SingleRedis {
         Ok(subscription)
     }
 
+    fn takeover_listener(&self) -> Option<Box<dyn TakeoverListener>> {
+        let listener = self.holder_listener()?;
+        Some(Box::new(listener))
+    }
+
     fn describe(&self) -> &str {
         self.link.display()
+    }
+}
+
+impl SingleRedis {
+    /// This holder's listener for a takeover (`HolderListener`); `None` with `--limit`
+    /// above 1, where none can be asked for (`--replace` is refused there).
+    pub fn holder_listener(&self) -> Option<HolderListener> {
+        if self.lock.limit != 1 {
+            return None;
+        }
+        match HolderListener::new(&self.target, self.link.timeout(), &self.lock) {
+            Ok(listener) => Some(listener),
+            Err(err) => {
+                report::verbose(format_args!(
+                    "not listening for a takeover (--replace), renewals will find it: {err:#}"
+                ));
+                None
+            }
+        }
+    }
+}
+
+/// How a holder hears a takeover (`--replace`) asked for on one deployment: a subscription
+/// to its own channel, where the replacing run's acquisition announces its request, on a
+/// connection of its own (`Link` is its own too: its own view of a cluster's slots, its
+/// own master from Sentinel). So it is made, and made again once it breaks, without the
+/// holder's backend, which renews and releases meanwhile.
+pub struct HolderListener {
+    link: Link,
+    key: Key,
+    channel: Key,
+    sharded: bool,
+}
+
+impl HolderListener {
+    /// Makes nothing yet: `listen` connects.
+    pub fn new(
+        target: &RedisTarget,
+        timeout: Duration,
+        lock: &LockRequest,
+    ) -> Result<HolderListener> {
+        let link = Link::new(target, timeout)?;
+        let channels = Channels::of(&lock.key, link.is_cluster());
+        Ok(HolderListener {
+            channel: channels.wake(&lock.token),
+            sharded: channels.sharded,
+            key: lock.key.clone(),
+            link,
+        })
+    }
+
+    /// Subscribes (see `TakeoverListener::listen`), giving up at `until`. The channel is
+    /// named twice, as the subscription takes two: Redis confirms each, and counts one
+    /// subscription.
+    pub fn listen_until(&mut self, sink: NoticeSink, until: Instant) -> Result<Subscription> {
+        let channels = [self.channel.clone(), self.channel.clone()];
+        let subscription = if self.sharded {
+            notices::subscribe_sharded(&mut self.link, &self.key, channels, sink, until)
+        } else {
+            notices::subscribe(&mut self.link, &self.key, channels, sink, until)
+        };
+        subscription.context("cannot listen for a takeover")
+    }
+
+    pub fn display(&self) -> &str {
+        self.link.display()
+    }
+}
+
+impl TakeoverListener for HolderListener {
+    fn listen(&mut self, sink: NoticeSink) -> Result<Subscription> {
+        let until = Instant::now() + self.link.timeout();
+        self.listen_until(sink, until)
     }
 }
 

@@ -672,3 +672,47 @@ fn remember_never_prunes_a_runs_own_once_per_record() {
         .assert_stderr_contains("already done (--once-per)");
     assert_eq!(lines(&log), 1);
 }
+
+/// A command that redlock-run told to stop (it passed on a SIGTERM) did not finish its
+/// work, even if it exits 0 on the signal: nothing is recorded, with `--stop-timeout` or
+/// without, and the next run of the same ID runs the command.
+#[test]
+fn a_run_told_to_stop_records_nothing_even_when_it_exits_0() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-stopped");
+    let log = dir.join("log");
+    let pid_file = dir.join("pid");
+    // Exits 0 on SIGTERM, as a trap in a shell script often does.
+    let work = format!(
+        "trap 'exit 0' TERM; echo $$ > '{}'; sleep 30 & wait",
+        pid_file.display()
+    );
+    for (id, extra) in [("v3", None), ("v4", Some("5s"))] {
+        let _ = std::fs::remove_file(&pid_file);
+        let mut args = vec!["-k", "job", "--once", id];
+        if let Some(budget) = extra {
+            args.extend(["--stop-timeout", budget]);
+        }
+        let mut wrapper = server.cmd().args(&args).args(["--shell", &work]).spawn();
+        wrapper.read_pid(&pid_file);
+        wrapper.signal(libc::SIGTERM);
+        // Exit 0: the command's own status, which it chose on the signal.
+        wrapper.wait_within(Duration::from_secs(15)).assert_code(0);
+        let recorded: bool = redis::cmd("HEXISTS")
+            .arg(done_of("job"))
+            .arg(id)
+            .query(&mut server.connection())
+            .unwrap();
+        assert!(
+            !recorded,
+            "--once {id} was recorded as done after a SIGTERM"
+        );
+        server
+            .cmd()
+            .args(["-k", "job", "--once", id, "--shell", &note(&log)])
+            .run()
+            .assert_code(0)
+            .assert_stderr_lacks("already done");
+    }
+    assert_eq!(lines(&log), 2);
+}

@@ -715,3 +715,192 @@ fn stop_timeout_bounds_a_replaced_command_that_ignores_sigterm() {
     );
     new.wait_within(Duration::from_secs(20)).assert_code(0);
 }
+
+/// The holder's listener, once broken (here its connection is killed, as a proxy's restart
+/// or a failover would), is made again: a takeover asked for afterwards is heard within 1 s,
+/// not at the next renewal (every 10 s with the default TTL).
+#[test]
+fn a_holder_listens_again_after_its_subscription_breaks() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-relisten");
+    let old = server
+        .cmd()
+        .args(["-k", "rl", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        server.subscribed_clients() >= 1
+    });
+    let killed: u64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(killed, 1, "the holder's subscription");
+    wait_until(
+        Duration::from_secs(10),
+        "the holder to listen again",
+        || server.subscribed_clients() >= 1,
+    );
+    let asked = now_ns();
+    let new = server
+        .cmd()
+        .args(["-k", "rl", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(Duration::from_secs(20)).assert_code(77);
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+}
+
+/// Redlock: every node announces each takeover request on the holder's channel. Copies of
+/// earlier announcements (here published by hand, with nothing on record) do not make the
+/// holder deaf to a later one: a request then on record on every node, announced once more,
+/// is acted on within 1 s, not at the next renewal.
+#[test]
+fn a_redlock_holder_hears_every_takeover_announcement() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("replace-copies");
+    let d = dir.join("").display().to_string();
+    let old = Wrapper::bare()
+        .args(r_args(&nodes))
+        .args(["-k", "ra", "--shell"])
+        .arg(format!(
+            "echo \"$REDLOCK_TOKEN\" > {d}token; {}",
+            old_command(&dir)
+        ))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        nodes.iter().all(|node| node.subscribed_clients() >= 1)
+    });
+    let channel = format!("redlock-run:wake:{}", dir.read("token").trim());
+    let announce = |node: &RedisServer| {
+        let _: u64 = redis::cmd("PUBLISH")
+            .arg(&channel)
+            .arg("replace")
+            .query(&mut node.connection())
+            .unwrap();
+    };
+    // Two announcements by every node, with nothing on record: each is looked into by a
+    // renewal, which finds no request.
+    let since = evalsha_calls(&nodes[0]);
+    for _ in 0..2 {
+        nodes.iter().for_each(announce);
+    }
+    wait_until(
+        Duration::from_secs(5),
+        "a renewal on the announcements",
+        || evalsha_calls(&nodes[0]) > since,
+    );
+    assert!(!dir.exists("old.term"), "a takeover with nothing on record");
+    let request = r#"{"token":"other","host":"elsewhere","pid":1,"program":"x","label":"taker"}"#;
+    for node in &nodes {
+        let _: () = redis::cmd("SET")
+            .arg("{redlock:ra}:replace")
+            .arg(request)
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut node.connection())
+            .unwrap();
+    }
+    let asked = now_ns();
+    announce(&nodes[0]);
+    old.wait_within(Duration::from_secs(20))
+        .assert_code(77)
+        .assert_stderr_contains("(taker)");
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was announced",
+        (term - asked) / 1_000_000
+    );
+}
+
+/// With `--limit` above 1 no takeover can be asked for (`--replace` is refused there): a
+/// holder opens no connection to listen for one.
+#[test]
+fn a_semaphore_holder_does_not_listen_for_a_takeover() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("replace-limit");
+    // Renewals every 333 ms: the holder is well into its run when it ends.
+    let holder = server
+        .cmd()
+        .args(["-k", "rs", "--limit", "2", "--ttl", "1s", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the command to start", || {
+        dir.exists("old.start")
+    });
+    let renewals = evalsha_calls(&server);
+    wait_until(Duration::from_secs(15), "three renewals", || {
+        assert_eq!(
+            server.subscribed_clients(),
+            0,
+            "a semaphore holder subscribed to its channel"
+        );
+        evalsha_calls(&server) >= renewals + 3
+    });
+    holder.signal(libc::SIGTERM);
+    holder.wait_within(Duration::from_secs(20)).assert_code(0);
+}
+
+/// The same in a Redis Cluster: the holder's sharded subscription, cut on the master of the
+/// lock's slot, is made again, and a takeover asked for afterwards is heard within 1 s.
+#[test]
+fn a_cluster_holder_listens_again_after_its_subscription_breaks() {
+    let cluster = crate::support::deployments::Cluster::start();
+    let dir = TempDir::new("replace-relisten-cluster");
+    let old = cluster
+        .cmd()
+        .args(["-k", "rc", "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the old command to start", || {
+        dir.exists("old.start")
+    });
+    let master = &cluster.nodes[cluster.owner_of("redlock:rc")];
+    let listeners = || {
+        master
+            .query::<String>(&["CLIENT", "LIST", "TYPE", "pubsub"])
+            .lines()
+            .count()
+    };
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        listeners() >= 1
+    });
+    let killed: u64 = master.query(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert_eq!(killed, 1, "the holder's subscription");
+    wait_until(
+        Duration::from_secs(10),
+        "the holder to listen again",
+        || listeners() >= 1,
+    );
+    let asked = now_ns();
+    let new = cluster
+        .cmd()
+        .args(["-k", "rc", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(Duration::from_secs(20)).assert_code(77);
+    new.wait_within(Duration::from_secs(20)).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+}

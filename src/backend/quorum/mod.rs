@@ -24,12 +24,15 @@
 //!   more than N - majority nodes means the lock was lost; from fewer, it was not.
 //! - **Waiting**: subscribed once a majority of nodes listens (the others join as they come
 //!   up); each release wakes the waiter once, its own releases not at all.
+//! - **A holder's takeover listener** (`listen`): likewise on a majority, on connections of
+//!   its own, off the nodes' threads; every announcement is passed on.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 
+mod listen;
 mod rounds;
 mod tally;
 
@@ -38,12 +41,14 @@ pub(super) use tally::majority;
 use tally::{AcquireAnswers, ReleaseCopies, ReleaseTally, Tally};
 
 use super::error::BackendError;
+use super::protocol::HolderListener;
 use super::target::RedisTarget;
 use super::{
     Attempt, Eviction, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
-    Subscription, SubscriptionParts,
+    Subscription, SubscriptionParts, TakeoverListener,
 };
 use crate::{lease, report};
+use listen::QuorumListener;
 
 pub struct Quorum {
     nodes: Nodes,
@@ -55,6 +60,9 @@ pub struct Quorum {
     display: String,
     /// The command succeeded and its release records the work (`--once`).
     recording: bool,
+    /// What a holder's takeover listener is made of (`listen`).
+    targets: Vec<RedisTarget>,
+    lock: LockRequest,
 }
 
 impl Quorum {
@@ -85,6 +93,8 @@ impl Quorum {
             ttl: lock.ttl,
             identity: lock.identity(),
             recording: false,
+            targets: targets.to_vec(),
+            lock,
         })
     }
 
@@ -502,6 +512,30 @@ impl LockBackend for Quorum {
                 .unwrap_or_else(|| anyhow!("no Redis node answered in time")));
         }
         Ok(subscription)
+    }
+
+    fn takeover_listener(&self) -> Option<Box<dyn TakeoverListener>> {
+        if self.lock.limit != 1 {
+            return None;
+        }
+        let nodes: Result<Vec<HolderListener>> = self
+            .targets
+            .iter()
+            .map(|target| HolderListener::new(target, self.timeout, &self.lock))
+            .collect();
+        match nodes {
+            Ok(nodes) => Some(Box::new(QuorumListener::new(
+                nodes,
+                self.majority,
+                self.timeout,
+            ))),
+            Err(err) => {
+                report::verbose(format_args!(
+                    "not listening for a takeover (--replace), renewals will find it: {err:#}"
+                ));
+                None
+            }
+        }
     }
 
     fn describe(&self) -> &str {
