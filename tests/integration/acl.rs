@@ -277,3 +277,29 @@ fn the_minimal_acl_user_can_run_once() {
     assert!(server.exists("{redlock:once}:done"));
     assert!(server.exists("{redlock:once}:done:per"));
 }
+
+/// A user without the recording commands (`+xadd +hincrby`): the lock works as before, the
+/// command's status stands, and one warning names what was refused; nothing recorded.
+#[test]
+fn a_user_that_may_not_record_runs_with_one_warning() {
+    let (server, url) = server_with_user(&minimal_rules(&["+xadd", "+hincrby"]));
+    let out = Wrapper::new(&url)
+        .args(["-k", "h", "--", "sh", "-c", "exit 5"])
+        .run();
+    out.assert_code(5)
+        .assert_stderr_contains("XADD")
+        .assert_stderr_contains("HINCRBY");
+    assert_eq!(out.stderr.matches("warning").count(), 1, "{}", out.stderr);
+    assert!(!server.exists("redlock:h"));
+    assert!(!server.exists("{redlock:h}:history"));
+    // Waiting and giving up records nothing either, and warns once.
+    let dir = TempDir::new("acl-record");
+    let holder = hold(Wrapper::new(&url).args(["-k", "h"]), &dir, "h");
+    let out = Wrapper::new(&url)
+        .args(["-k", "h", "--wait", "1s", "--", "true"])
+        .run();
+    out.assert_code(75);
+    assert_eq!(out.stderr.matches("warning").count(), 1, "{}", out.stderr);
+    holder.let_go();
+    holder.wait().assert_code(0);
+}
