@@ -263,8 +263,8 @@ pub struct RunArgs {
     /// to the stream {KEY}:history, capped at N entries, and counts them in the hash
     /// {KEY}:stats, inside the scripts it runs anyway: no extra round trip. Nothing secret
     /// goes there: the host, pid, program name and label that `status` shows. Memory, per
-    /// lock: about 22 kB for 100 events (0.2 kB an event) and 0.3 kB for the counters
-    /// (measured with MEMORY USAGE, Redis 7). 0 writes neither key. At most 1000000.
+    /// lock: about 42 kB for the default 100 events (0.4 kB an event) and 0.6 kB for the
+    /// counters (MEMORY USAGE on Redis 7.0). 0 writes neither key. At most 1000000.
     #[arg(
         long,
         value_name = "N",

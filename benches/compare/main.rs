@@ -221,6 +221,7 @@ fn compare(context: &Context, temp: &TempDir, json_path: PathBuf) -> Result<()> 
     }
     results[Tool::Redlock as usize].overhead_redis = overhead.redis;
     let bare = overhead.bare;
+    let recording = overhead.recording;
 
     for tool in bench.tools() {
         results[tool as usize].contended =
@@ -290,6 +291,7 @@ fn compare(context: &Context, temp: &TempDir, json_path: PathBuf) -> Result<()> 
         bare_version,
         rss_floor,
         quorum,
+        recording,
         elapsed,
     };
     print!("{}", report.table());

@@ -16,7 +16,7 @@ use crate::measure::many::commandstats_calls;
 use crate::measure::{phase, RUN_LIMIT};
 use crate::procs::timed;
 use crate::resp::Redis;
-use crate::stats::Samples;
+use crate::stats::{millis, Samples};
 use crate::tools::{os, Bench, Tool};
 
 /// `--version` (and the peers' equivalents) started from this process, with bare `true`
@@ -50,6 +50,22 @@ pub struct Overhead {
     pub per_tool: BTreeMap<&'static str, Samples>,
     /// None when the server's counters could not be read (the reason is printed).
     pub redis: Option<RedisPerRun>,
+    pub recording: RecordingCost,
+}
+
+/// `redlock-run -- true` with the lock's history and counters recorded (the default) and
+/// with `--history 0`, interleaved: what recording adds to an uncontended run.
+#[derive(Default)]
+pub struct RecordingCost {
+    pub on: Samples,
+    pub off: Samples,
+}
+
+impl RecordingCost {
+    /// p50 with recording minus p50 without, in ms.
+    pub fn delta_ms(&self) -> Option<f64> {
+        Some(millis(self.on.p50()?) - millis(self.off.p50()?))
+    }
 }
 
 /// What one uncontended `redlock-run -- true` costs its Redis, from the server's counters
@@ -121,10 +137,28 @@ pub fn overhead(bench: &Bench, samples: usize) -> Overhead {
     let redis = redis
         .map_err(|err| eprintln!("compare: overhead: reading redis's counters: {err}"))
         .ok();
+    // After the counters were read, so that the commands per run above stay the default's.
+    phase("overhead: redlock-run -- true, history on vs --history 0");
+    let mut recording = RecordingCost::default();
+    let on = bench.argv(Tool::Redlock, "overhead-history", &true_argv);
+    let off = bench.argv_with(
+        Tool::Redlock,
+        "overhead-no-history",
+        &["--history", "0"],
+        &true_argv,
+    );
+    for _ in 0..samples {
+        for (argv, into) in [(&on, &mut recording.on), (&off, &mut recording.off)] {
+            let result = timed(&mut bench.plain(Tool::Redlock, argv), RUN_LIMIT);
+            let (ok, elapsed) = result.unwrap_or((false, Duration::ZERO));
+            into.push(ok, elapsed);
+        }
+    }
     Overhead {
         bare,
         per_tool,
         redis,
+        recording,
     }
 }
 

@@ -117,6 +117,15 @@ impl Report<'_> {
                 ]),
             ),
             ("bare_true", self.bare.json()),
+            (
+                "redlock_history_cost",
+                Json::obj([
+                    ("history_on", self.recording.on.json()),
+                    ("history_off", self.recording.off.json()),
+                    ("delta_p50_ms", Json::opt_num(self.recording.delta_ms())),
+                    ("target_ms", Json::Num(0.1)),
+                ]),
+            ),
             ("bare_true_startup", self.bare_version.json()),
             (
                 "redlock_time_to_start",

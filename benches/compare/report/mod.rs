@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::helper::STAMP_NOTE;
 use crate::host::loadavg;
-use crate::measure::startup::{QuorumStart, RedisPerRun};
+use crate::measure::startup::{QuorumStart, RecordingCost, RedisPerRun};
 use crate::measure::waiting::Waiting;
 use crate::measure::Results;
 use crate::opts::Opts;
@@ -34,6 +34,8 @@ pub struct Report<'a> {
     pub bare_version: Samples,
     pub rss_floor: Option<u64>,
     pub quorum: Option<QuorumStart>,
+    /// `redlock-run -- true` with history and counters, and with `--history 0`.
+    pub recording: RecordingCost,
     pub elapsed: Duration,
 }
 
@@ -141,6 +143,25 @@ impl Report<'_> {
         row(
             "  connections per uncontended run",
             &redis(|r| r.connections),
+        );
+        let history = |text: String| {
+            move |t: Tool| match t {
+                Tool::Redlock => text.clone(),
+                _ => na(),
+            }
+        };
+        let p50 = |samples: &Samples| samples.p50().map_or_else(na, fmt_ms);
+        row(
+            "  p50 history on / --history 0",
+            &history(format!(
+                "{} / {}",
+                p50(&self.recording.on),
+                p50(&self.recording.off)
+            )),
+        );
+        row(
+            "  history's cost (target <= 0.1ms)",
+            &history(ms(self.recording.delta_ms())),
         );
         row(
             &format!(
