@@ -395,12 +395,13 @@ impl Cluster {
         self.nodes[self.owner_of(key)].query(&["GET", key])
     }
 
-    /// Every key on every node.
+    /// Every key on every node, but the locks' histories and counters (see `is_record`).
     pub fn keys(&self) -> Vec<String> {
         let mut keys: Vec<String> = self
             .nodes
             .iter()
             .flat_map(|node| node.query::<Vec<String>>(&["KEYS", "*"]))
+            .filter(|key| !super::is_record(key))
             .collect();
         keys.sort();
         keys

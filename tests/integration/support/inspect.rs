@@ -76,18 +76,19 @@ impl RedisServer {
     }
 
     /// How many keys the database holds, not counting fence counters (`{K}:fence`), which
-    /// persist by design so that fences only grow.
+    /// persist by design so that fences only grow, nor a lock's history and counters
+    /// (`{K}:history`, `{K}:stats`), which persist by design too.
     #[track_caller]
     pub fn dbsize(&self) -> i64 {
         self.keys().len() as i64
     }
 
-    /// Every key but fence counters (see `dbsize`).
+    /// Every key but fence counters, histories and counters (see `dbsize`).
     #[track_caller]
     pub fn keys(&self) -> Vec<String> {
         let all: Vec<String> = self.query(&["KEYS", "*"]);
         all.into_iter()
-            .filter(|key| !key.ends_with(":fence"))
+            .filter(|key| !key.ends_with(":fence") && !is_record(key))
             .collect()
     }
 
@@ -158,6 +159,12 @@ impl RedisServer {
 
 /// The token at the start of a stored lock value: `{"token":"<uuid>", ...}`.
 #[track_caller]
+/// Whether `key` is a lock's history or counters (`{K}:history`, `{K}:stats`), which
+/// outlive the lock by design.
+pub fn is_record(key: &str) -> bool {
+    key.ends_with("}:history") || key.ends_with("}:stats")
+}
+
 pub fn token_of(value: &str) -> String {
     let rest = value
         .strip_prefix("{\"token\":\"")

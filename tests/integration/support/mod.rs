@@ -37,7 +37,7 @@ pub use holder::{
     fence_of, handover_delay, handover_jobs, hold, parse_epoch, program_of, start_holding, Holder,
     Job,
 };
-pub use inspect::{assert_uuid_v4, token_of};
+pub use inspect::{assert_uuid_v4, is_record, token_of};
 pub use load::{loading_the_machine, run_in_parallel, timing_sensitive};
 pub use process::{
     children_of, ignored_signals_note, live_in_group, pgid_of, pid_alive, require, signal,
