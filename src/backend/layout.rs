@@ -38,6 +38,10 @@
 //!   when the replacing run takes the lock or leaves (or runs out, 3 leases after its last
 //!   attempt).
 //!
+//! - `{K}:stats`: the lock's counters, a hash (acquisitions, skips, the last success, each
+//!   current holder's `slot:<i>` with when it took the slot); `{K}:history`: its events, a
+//!   stream. Read by `metrics`, `check` and `status` (see `counters`).
+//!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply
 //! appended, which keeps `K`'s tag; a name that is another lock's key, or would share
@@ -256,9 +260,14 @@ pub fn replace_key(key: &Key) -> Key {
     sibling_key(key, b":replace")
 }
 
+/// The counters of lock `key` (`{K}:stats`, a hash: see `counters`).
+pub fn stats_key(key: &Key) -> Key {
+    sibling_key(key, b":stats")
+}
+
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 9] = [
+const INTERNAL_SUFFIXES: [&[u8]; 11] = [
     b":fence",
     b":supersede",
     b":done",
@@ -268,6 +277,8 @@ const INTERNAL_SUFFIXES: [&[u8]; 9] = [
     b":queue:woken",
     b":queue:alive",
     b":replace",
+    b":stats",
+    b":history",
 ];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past
