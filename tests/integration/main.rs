@@ -2,6 +2,7 @@
 //! `redis-server` (see `support`), so tests run in parallel and never skip.
 
 mod acl;
+mod check;
 mod cluster;
 mod completions;
 mod docs;
@@ -12,6 +13,7 @@ mod faults;
 mod keys;
 mod lease;
 mod logs;
+mod metrics;
 mod once;
 mod operators;
 mod pauses;
