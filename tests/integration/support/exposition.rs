@@ -250,9 +250,9 @@ fn parse(text: &str) -> Result<Exposition, String> {
         let family = match families.last_mut() {
             Some(family) if belongs(family, name) => family,
             _ => {
-                return Err(fail(format!(
-                    "a sample outside its family (no TYPE before it, or not contiguous)"
-                )))
+                return Err(fail(
+                    "a sample outside its family (no TYPE before it, or not contiguous)".into(),
+                ))
             }
         };
         if family.kind.is_empty() || family.help.is_empty() {
