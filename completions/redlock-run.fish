@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
+    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= history= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -35,6 +35,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'H
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit status when the lock was not obtained' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would expire on the server first)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore); every user of the key must pass the same N' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l history -d 'Keep the last N events of the lock in Redis, with its counters; 0 records nothing' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock until DUR after it was taken, even if the command ends sooner (so the same cron line on hosts with skewed clocks runs once)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once -d 'Run the command only if no run of KEY with this ID has succeeded yet (within --remember); otherwise exit 0 without running it' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Run the command only if no run of KEY with --once-per succeeded whose arrival lies within DUR/2 of this one\'s, by the Redis server\'s clock; otherwise exit 0 without running it' -r

@@ -13,7 +13,7 @@
 //! nodes reached (sorted in descending order, the one at the majority's rank), which
 //! filters out what only a minority saw.
 
-use super::layout::{queue_keys, sibling_key, stats_key, Key};
+use super::layout::{queue_keys, record_keys, sibling_key, Key};
 use super::quorum::majority;
 use super::scripts::{CountersReply, ReadCounters};
 
@@ -121,7 +121,7 @@ pub struct NodeCounters {
 impl NodeCounters {
     /// Reads the script's reply for the lock at `key`.
     pub(super) fn read(key: &Key, reply: CountersReply) -> NodeCounters {
-        let stats = stats_key(key);
+        let [_, stats] = record_keys(key);
         let mut node = NodeCounters {
             waiters: reply.waiters,
             now_ms: reply.now_ms,
@@ -179,8 +179,9 @@ fn parse_count(text: &[u8]) -> Option<u64> {
 /// The arguments of `counters.lua` for the lock at `key`.
 pub(super) fn read_counters(key: &Key) -> ReadCounters {
     let [queue, _] = queue_keys(key);
+    let [_, stats] = record_keys(key);
     ReadCounters {
-        stats: stats_key(key),
+        stats,
         queue,
         lock: key.clone(),
         slot_prefix: sibling_key(key, b":slot:"),
