@@ -341,3 +341,194 @@ fn status_shows_the_last_success_and_the_skips() {
     let json = json_of(&server.cmd().args(["status", "-k", "none", "--json"]).run());
     assert!(json["last_success_ms"].is_null() && json["consecutive_skips"].is_null());
 }
+
+/// End to end: real runs of each outcome move the counters that `metrics`, `check` and
+/// `status` show, from nothing to what each outcome adds; a holder killed with `kill -9`
+/// counts as expired as soon as its lease has run out, and still once (not twice) after
+/// the next run has found it.
+#[test]
+fn real_runs_of_each_outcome_move_the_counters() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("e2e");
+    let run = |args: &[&str]| server.cmd().args(["-k", "e2e"]).args(args).run();
+    let snapshot = || metrics(&server);
+    let value = |m: &Exposition, name: &str, reason: Option<&str>| {
+        let mut labels = vec![("key", "e2e")];
+        labels.extend(reason.map(|r| ("reason", r)));
+        m.value(name, &labels)
+    };
+    let count = |m: &Exposition, name: &str| value(m, name, None).unwrap_or(-1.0);
+
+    let before = snapshot();
+    assert!(
+        before.keys("redlock_run_acquired_total").is_empty(),
+        "{before:#?}"
+    );
+    let (code, line) = plugin(&server, &["--max-since-success", "1h"]);
+    assert_eq!(code, 2, "{line}");
+
+    // A success, then a failure: both acquired and held; only the first succeeded.
+    run(&["--", "true"]).assert_code(0);
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_acquired_total"), 1.0);
+    assert_eq!(count(&m, "redlock_run_hold_seconds_count"), 1.0);
+    assert_eq!(count(&m, "redlock_run_wait_seconds_count"), 1.0);
+    assert_eq!(count(&m, "redlock_run_holders"), 0.0);
+    let success = count(&m, "redlock_run_last_success_timestamp_seconds");
+    assert!(success > 1.7e9, "{m:#?}");
+    run(&["--", "sh", "-c", "exit 3"]).assert_code(3);
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_acquired_total"), 2.0);
+    assert_eq!(count(&m, "redlock_run_hold_seconds_count"), 2.0);
+    assert_eq!(
+        count(&m, "redlock_run_last_success_timestamp_seconds"),
+        success
+    );
+    let (code, line) = plugin(&server, &["--max-since-success", "1h"]);
+    assert_eq!(code, 0, "{line}");
+
+    // Held: busy (--no-wait) and a timed-out wait are skips; a waiter is queued.
+    let holder = hold(server.cmd().args(["-k", "e2e"]), &dir, "holder");
+    run(&["--no-wait", "--", "true"]).assert_code(75);
+    run(&["--wait", "300ms", "--", "true"]).assert_code(75);
+    let waiter = server.cmd().args(["-k", "e2e", "--", "true"]).spawn();
+    wait_until(Duration::from_secs(15), "the waiter to queue", || {
+        server.zcard("{redlock:e2e}:queue") == 1
+    });
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_holders"), 1.0);
+    assert_eq!(count(&m, "redlock_run_waiters"), 1.0);
+    assert!(count(&m, "redlock_run_holder_age_seconds") >= 0.0, "{m:#?}");
+    assert_eq!(
+        value(&m, "redlock_run_not_acquired_total", Some("busy")),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&m, "redlock_run_not_acquired_total", Some("timeout")),
+        Some(1.0)
+    );
+    assert_eq!(count(&m, "redlock_run_consecutive_skips"), 2.0);
+    let (code, line) = plugin(&server, &["--max-skips", "2", "--max-held", "1h"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains(&format!(":{} for ", holder.pid())), "{line}");
+    let status = server.cmd().args(["status", "-k", "e2e"]).run();
+    status
+        .assert_code(0)
+        .assert_stdout_contains("ago), 2 consecutive skips");
+
+    // The holder and then the waiter succeed: the skips start again.
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter.wait().assert_code(0);
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_acquired_total"), 4.0);
+    assert_eq!(count(&m, "redlock_run_consecutive_skips"), 0.0);
+    assert_eq!(count(&m, "redlock_run_waiters"), 0.0);
+    assert_eq!(
+        m.value("redlock_run_holder_age_seconds", &[("key", "e2e")]),
+        None
+    );
+
+    // --once: the second run finds the work done.
+    run(&["--once", "id-1", "--", "true"]).assert_code(0);
+    run(&["--once", "id-1", "--", "true"]).assert_code(0);
+    let m = snapshot();
+    assert_eq!(
+        value(&m, "redlock_run_not_acquired_total", Some("already_done")),
+        Some(1.0)
+    );
+    assert_eq!(count(&m, "redlock_run_consecutive_skips"), 1.0);
+
+    // Lost: the key deleted under a holder that renews often.
+    let holder = hold(
+        server.cmd().args(["-k", "e2e", "--ttl", "1s"]),
+        &dir,
+        "lost",
+    );
+    server.del("redlock:e2e");
+    holder.wait().assert_code(76);
+    assert_eq!(count(&snapshot(), "redlock_run_lost_total"), 1.0);
+
+    // Expired: a holder killed with kill -9 leaves its lease to run out.
+    let holder = hold(
+        server.cmd().args(["-k", "e2e", "--ttl", "1s"]),
+        &dir,
+        "killed",
+    );
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_expired_total"), 0.0);
+    signal(holder.pid(), libc::SIGKILL);
+    wait_until(
+        Duration::from_secs(15),
+        "the killed holder's lease to run out",
+        || !server.exists("redlock:e2e"),
+    );
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_expired_total"), 1.0, "{m:#?}");
+    assert_eq!(count(&m, "redlock_run_holders"), 0.0);
+    let acquired = count(&m, "redlock_run_acquired_total");
+    run(&["--", "true"]).assert_code(0);
+    let m = snapshot();
+    assert_eq!(count(&m, "redlock_run_expired_total"), 1.0, "{m:#?}");
+    assert_eq!(count(&m, "redlock_run_acquired_total"), acquired + 1.0);
+    drop(holder);
+}
+
+/// `check -k e2e ARGS`: its exit code and line.
+fn plugin(server: &RedisServer, args: &[&str]) -> (i32, String) {
+    let out = server.cmd().args(["check", "-k", "e2e"]).args(args).run();
+    (out.status.code().unwrap_or(-1), out.stdout_str())
+}
+
+/// End to end over a Redlock quorum of three: real runs count on every node, and one node's
+/// stray count does not move what `metrics` and `check` show.
+#[test]
+fn real_runs_over_a_quorum_count_by_majority() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let dir = TempDir::new("e2e-quorum");
+    let with_nodes = |wrapper: Wrapper| {
+        nodes
+            .iter()
+            .fold(wrapper, |w, node| w.args(["-r", &node.url()]))
+    };
+    // Options go before a run's `--`, and after a subcommand's name.
+    let run = |args: &[&str]| with_nodes(Wrapper::bare()).args(args).run();
+    let admin = |args: &[&str]| with_nodes(Wrapper::bare().args(args)).run();
+    run(&["-k", "rq", "--", "true"]).assert_code(0);
+    run(&["-k", "rq", "--", "true"]).assert_code(0);
+    let holder = hold(with_nodes(Wrapper::bare().args(["-k", "rq"])), &dir, "h");
+    run(&["-k", "rq", "--no-wait", "--", "true"]).assert_code(75);
+    nodes[0].hset(&stats_key("rq"), "acquired", "100");
+    nodes[0].hset(&stats_key("rq"), "skips", "100");
+
+    let out = admin(&["metrics"]);
+    out.assert_code(0);
+    let m = Exposition::parse(&out.stdout_str());
+    let key = [("key", "rq")];
+    assert_eq!(m.value("redlock_run_acquired_total", &key), Some(3.0));
+    assert_eq!(m.value("redlock_run_consecutive_skips", &key), Some(1.0));
+    assert_eq!(m.value("redlock_run_holders", &key), Some(1.0));
+    assert_eq!(
+        m.value(
+            "redlock_run_not_acquired_total",
+            &[("key", "rq"), ("reason", "busy")]
+        ),
+        Some(1.0)
+    );
+    let out = admin(&["check", "-k", "rq", "--max-skips", "1"]);
+    out.assert_code(2)
+        .assert_stdout_contains("1 consecutive skip (CRITICAL: at 1)");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    let out = admin(&[
+        "check",
+        "-k",
+        "rq",
+        "--max-skips",
+        "1",
+        "--max-since-success",
+        "1h",
+    ]);
+    out.assert_code(0)
+        .assert_stdout_contains("REDLOCK OK - redlock:rq: free, 0 consecutive skips");
+}
