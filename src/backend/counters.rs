@@ -144,7 +144,7 @@ impl NodeCounters {
                     Some(count) => values[at] = count,
                     None => ill_formed.push(NAMES[at]),
                 }
-            } else if name.starts_with(b"slot:") && !reply.stale.contains(name) {
+            } else if is_slot_field(name) && !reply.stale.contains(name) {
                 let recorded = value
                     .iter()
                     .position(|&b| b == b' ')
@@ -165,6 +165,16 @@ impl NodeCounters {
         node.counters = Counters::from_array(values);
         node
     }
+}
+
+/// Whether `name` is a holder's `slot:<i>` field as `counters.lua` reads one: 1 to 9999,
+/// without a leading zero.
+fn is_slot_field(name: &[u8]) -> bool {
+    name.strip_prefix(b"slot:").is_some_and(|digits| {
+        (1..=4).contains(&digits.len())
+            && digits[0] != b'0'
+            && digits.iter().all(u8::is_ascii_digit)
+    })
 }
 
 /// A count as the scripts write it: decimal digits (a sign, a fraction or more than 19
@@ -302,6 +312,8 @@ mod tests {
                     ("slot:1", "4000 {\"token\":\"a\"}"),
                     ("slot:2", "3000 gone"),
                     ("slot:3", "nonsense"),
+                    ("slot:03", "5 not a slot"),
+                    ("slot:x", "5 not a slot"),
                     ("foreign", "what"),
                 ],
                 &["slot:2"],

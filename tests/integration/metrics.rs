@@ -46,6 +46,9 @@ fn seeded_counters_come_out_in_base_units() {
         &[
             ("expired", "1".into()),
             ("slot:1", "5 {\"token\":\"x\"}".into()),
+            // Fields that are no holder's slot (another client's) count for nothing.
+            ("slot:0", "5 x".into()),
+            ("slot:x", "5 x".into()),
         ],
     );
     // A holder that records nothing (an older version): held, no counters.

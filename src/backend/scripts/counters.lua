@@ -16,8 +16,9 @@ local stale = {}
 if kind == 'hash' then
   fields = call('HGETALL', KEYS[1])
   for at = 1, #fields, 2 do
-    local slot = string.match(fields[at], '^slot:(%d+)$')
-    if slot and #slot <= 4 then
+    -- A slot's number, 1 to 9999 (--limit is at most 1000), as the scripts write it.
+    local slot = string.match(fields[at], '^slot:([1-9]%d?%d?%d?)$')
+    if slot then
       local key = ARGV[1]
       if tonumber(slot) ~= 1 then
         key = ARGV[2] .. slot
