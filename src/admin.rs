@@ -60,13 +60,10 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
             fields.insert("takeover_by".into(), json!(by));
             fields.insert("takeover_nodes".into(), json!(on));
         }
-        if let Some(fields) = object.as_object_mut() {
-            let (last, skips) = match &record {
-                Some(c) => (json!(c.counters.last_success()), json!(c.counters.skips)),
-                None => (serde_json::Value::Null, serde_json::Value::Null),
-            };
-            fields.insert("last_success_ms".into(), last);
-            fields.insert("consecutive_skips".into(), skips);
+        if let (Some(record), Some(fields)) = (&record, object.as_object_mut()) {
+            let c = &record.counters;
+            fields.insert("last_success_ms".into(), json!(c.last_success()));
+            fields.insert("consecutive_skips".into(), json!(c.skips));
         }
         print(&object.to_string())?;
     } else {
@@ -86,8 +83,8 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
                  else; `release --force` withdraws it"
             ))?;
         }
-        if let Some(record) = &record {
-            print(&success_line(record))?;
+        if let Some(line) = record.as_ref().and_then(success_line) {
+            print(&line)?;
         }
     }
     match view.verdict() {
@@ -269,8 +266,9 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
     }
 }
 
-/// The lock's counters, for the last success and the skips `status` shows; `None` when no
-/// run recorded any (recording off, an older version) or they cannot be read (a warning:
+/// The lock's counters, for the last success and the skips `status` shows (a line after
+/// the holder's, `last_success_ms` and `consecutive_skips` in JSON); `None` when no run
+/// recorded any (recording off, an older version) or they cannot be read (a warning:
 /// the lock itself was read).
 fn success_record(inspector: &mut Inspector, key: &Key) -> Option<LockCounters> {
     let nodes = inspector.counters(std::slice::from_ref(key)).remove(0);
@@ -286,15 +284,16 @@ fn success_record(inspector: &mut Inspector, key: &Key) -> Option<LockCounters> 
     }
 }
 
-/// `last success 2026-11-26T00:00:05Z (3m 12s ago), 2 consecutive skips`.
-fn success_line(record: &LockCounters) -> String {
+/// `last success 2026-11-26T00:00:05Z (3m 12s ago), 2 consecutive skips`; `None` when
+/// there is nothing to say (no success yet, no skip), as for a lock taken for the first time.
+fn success_line(record: &LockCounters) -> Option<String> {
     let skips = record.counters.skips;
     let skips = format!(
         "{skips} consecutive skip{}",
         if skips == 1 { "" } else { "s" }
     );
     let Some(at) = record.counters.last_success() else {
-        return format!("no run has succeeded yet, {skips}");
+        return (record.counters.skips > 0).then(|| format!("no run has succeeded yet, {skips}"));
     };
     let when = std::time::UNIX_EPOCH
         .checked_add(Duration::from_millis(at))
@@ -303,10 +302,10 @@ fn success_line(record: &LockCounters) -> String {
             |time| humantime::format_rfc3339_seconds(time).to_string(),
         );
     let ago = Duration::from_secs(record.now_ms.saturating_sub(at) / 1000);
-    format!(
+    Some(format!(
         "last success {when} ({} ago), {skips}",
         report::duration(ago)
-    )
+    ))
 }
 
 /// Why the one server of a single deployment could not be read, if it could not. (A

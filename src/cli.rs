@@ -497,7 +497,9 @@ pub enum Admin {
     /// Show who holds a lock; exit 0 when held, 1 when free, 125 on error
     ///
     /// Prints the holder's host, pid, program name, label, how long it has held the lock,
-    /// the time left on its lease and its fence. A value redlock-run did not write is shown
+    /// the time left on its lease and its fence; then, once a run has succeeded or been
+    /// skipped, a line with the time of the last success and the consecutive skips
+    /// (busy, timed out, superseded, already done) since. A value redlock-run did not write is shown
     /// as held by an unknown holder. Names and values from outside are printed with control
     /// and invisible characters escaped.
     Status {
@@ -511,7 +513,9 @@ pub enum Admin {
         ///
         /// {"held": …, "key": …, "holders": [{"host", "pid", "program", "label", "token",
         /// "fence", "held_for_ms", "since_ms", "ttl_ms", "known", …}]}; "known" is false for
-        /// a value redlock-run did not write.
+        /// a value redlock-run did not write. When runs keep counters for the lock:
+        /// "last_success_ms" (server time; null before the first success) and
+        /// "consecutive_skips".
         #[arg(long)]
         json: bool,
 

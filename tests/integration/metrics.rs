@@ -310,8 +310,8 @@ fn json_of(out: &Output) -> Value {
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", out.stdout_str()))
 }
 
-/// `status` shows the last success and the consecutive skips, in text and JSON, when the
-/// lock has counters; nothing of them (null in JSON) when it has none.
+/// `status` shows the last success and the consecutive skips, in text (a line, when there
+/// was a success or a skip) and JSON (when the lock has counters at all).
 #[test]
 fn status_shows_the_last_success_and_the_skips() {
     let server = RedisServer::start();
@@ -342,7 +342,15 @@ fn status_shows_the_last_success_and_the_skips() {
     out.assert_code(1);
     assert_eq!(out.stdout_str(), "redlock:none is free\n");
     let json = json_of(&server.cmd().args(["status", "-k", "none", "--json"]).run());
-    assert!(json["last_success_ms"].is_null() && json["consecutive_skips"].is_null());
+    assert!(json.get("last_success_ms").is_none() && json.get("consecutive_skips").is_none());
+
+    // Counters with nothing to say (a first run under way): no line; JSON says so.
+    server.seed_stats("first", &[("acquired", "1".into())]);
+    let out = server.cmd().args(["status", "-k", "first"]).run();
+    assert_eq!(out.stdout_str(), "redlock:first is free\n");
+    let json = json_of(&server.cmd().args(["status", "-k", "first", "--json"]).run());
+    assert!(json["last_success_ms"].is_null(), "{json}");
+    assert_eq!(json["consecutive_skips"], 0);
 }
 
 /// End to end: real runs of each outcome move the counters that `metrics`, `check` and
