@@ -59,6 +59,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "metrics" -d 'Print every lock\'s counters under the prefix in the Prometheus text format, for node_exporter\'s textfile collector; exit 0, or 125 on error'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "check" -d 'A monitoring plugin (Nagios, Icinga, Sensu) for one lock: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, with one line on stdout'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Lock name' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
@@ -86,7 +88,30 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l log-
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l force -d 'Required: releasing someone else\'s lock lets a second holder in'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command (taking the lock: up to twice this, as an attempt whose answer is lost is made once more)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s k -l key -d 'Lock name' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-held -d 'CRITICAL when the current holder has held the lock longer than DUR' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-held -d 'WARNING when the current holder has held the lock longer than DUR' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-skips -d 'CRITICAL at the N-th consecutive run that did not run its command (busy, wait timed out, superseded, already done)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-skips -d 'WARNING at the N-th consecutive run that did not run its command' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-since-success -d 'CRITICAL when no run of the lock has succeeded for longer than DUR (or none ever has)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-since-success -d 'WARNING when no run of the lock has succeeded for longer than DUR (or none ever has)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command (taking the lock: up to twice this, as an attempt whose answer is lost is made once more)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release metrics check help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release metrics check help" -f -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release metrics check help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release metrics check help" -f -a "metrics" -d 'Print every lock\'s counters under the prefix in the Prometheus text format, for node_exporter\'s textfile collector; exit 0, or 125 on error'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release metrics check help" -f -a "check" -d 'A monitoring plugin (Nagios, Icinga, Sensu) for one lock: exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN, with one line on stdout'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release metrics check help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

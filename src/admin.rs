@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
+use crate::backend::counters::LockCounters;
 use crate::backend::inspect::{Forced, Inspector, LockView, ReleasePlan, Slot, Verdict};
 use crate::backend::{shown, Key};
 use crate::config::{AdminAction, AdminConfig};
@@ -18,6 +19,9 @@ use crate::report::escape;
 use crate::{holder, report};
 
 pub fn run(config: &AdminConfig) -> Outcome {
+    if let AdminAction::Check { key, thresholds } = &config.action {
+        return crate::check::run(config, key, thresholds);
+    }
     if let AdminAction::Status { key, .. } | AdminAction::Release { key, .. } = &config.action {
         report::set_key(key);
     }
@@ -36,6 +40,9 @@ fn run_checked(config: &AdminConfig) -> Result<Outcome> {
         AdminAction::Status { key, json } => status(&mut inspector, key, *json),
         AdminAction::List { json } => list(&mut inspector, &config.prefix, *json),
         AdminAction::Release { key, force } => release(&mut inspector, key, *force),
+        AdminAction::Metrics => crate::metrics::metrics(&mut inspector, &config.prefix),
+        // Judged by `check::run`, which reports its own failures as a plugin does.
+        AdminAction::Check { key, thresholds } => Ok(crate::check::run(config, key, thresholds)),
     }
 }
 
@@ -46,11 +53,17 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
         bail!("cannot read {key}: {err}");
     }
     let takeover = pending_takeover(inspector, key);
+    let record = success_record(inspector, key);
     if json {
         let mut object = lock_json(&view);
         if let (Some((by, on)), Some(fields)) = (&takeover, object.as_object_mut()) {
             fields.insert("takeover_by".into(), json!(by));
             fields.insert("takeover_nodes".into(), json!(on));
+        }
+        if let (Some(record), Some(fields)) = (&record, object.as_object_mut()) {
+            let c = &record.counters;
+            fields.insert("last_success_ms".into(), json!(c.last_success()));
+            fields.insert("consecutive_skips".into(), json!(c.skips));
         }
         print(&object.to_string())?;
     } else {
@@ -70,6 +83,9 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
                  else; `release --force` withdraws it"
             ))?;
         }
+        if let Some(line) = record.as_ref().and_then(success_line) {
+            print(&line)?;
+        }
     }
     match view.verdict() {
         Verdict::Held { .. } => Ok(Outcome::Done),
@@ -82,7 +98,7 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
 
 /// Every lock any node knows of, a line (or JSON object) each.
 fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> {
-    let (names, failed) = inspector.list(prefix);
+    let (names, failed) = inspector.list(prefix, false);
     if inspector.is_quorum() {
         for (display, err) in &failed {
             report::warn(format_args!("cannot list the locks on {display}: {err}"));
@@ -248,6 +264,48 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
     } else {
         bail!("nothing was released")
     }
+}
+
+/// The lock's counters, for the last success and the skips `status` shows (a line after
+/// the holder's, `last_success_ms` and `consecutive_skips` in JSON); `None` when no run
+/// recorded any (recording off, an older version) or they cannot be read (a warning:
+/// the lock itself was read).
+fn success_record(inspector: &mut Inspector, key: &Key) -> Option<LockCounters> {
+    let nodes = inspector.counters(std::slice::from_ref(key)).remove(0);
+    crate::metrics::warn_notes(&nodes);
+    match LockCounters::merge(&nodes) {
+        Ok(counters) => counters.recorded.then_some(counters),
+        Err(err) => {
+            report::warn(format_args!(
+                "cannot read the counters of {key} (last success, skips): {err}"
+            ));
+            None
+        }
+    }
+}
+
+/// `last success 2026-11-26T00:00:05Z (3m 12s ago), 2 consecutive skips`; `None` when
+/// there is nothing to say (no success yet, no skip), as for a lock taken for the first time.
+fn success_line(record: &LockCounters) -> Option<String> {
+    let skips = record.counters.skips;
+    let skips = format!(
+        "{skips} consecutive skip{}",
+        if skips == 1 { "" } else { "s" }
+    );
+    let Some(at) = record.counters.last_success() else {
+        return (record.counters.skips > 0).then(|| format!("no run has succeeded yet, {skips}"));
+    };
+    let when = std::time::UNIX_EPOCH
+        .checked_add(Duration::from_millis(at))
+        .map_or_else(
+            || String::from("(a time out of range)"),
+            |time| humantime::format_rfc3339_seconds(time).to_string(),
+        );
+    let ago = Duration::from_secs(record.now_ms.saturating_sub(at) / 1000);
+    Some(format!(
+        "last success {when} ({} ago), {skips}",
+        report::duration(ago)
+    ))
 }
 
 /// Why the one server of a single deployment could not be read, if it could not. (A
@@ -424,7 +482,7 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
 }
 
 /// A line on stdout; a closed stdout (`| head`) is not an error worth a message.
-fn print(text: &str) -> Result<()> {
+pub(crate) fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}") {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

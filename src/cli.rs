@@ -32,7 +32,9 @@ token), REDLOCK_FENCE (a number that grows with every acquisition of this lock) 
 REDLOCK_TTL_MS in its environment.
 
 Subcommands take their options after their name: redlock-run status -r URL -k KEY.
-To run a program named like a subcommand (status, list, release), put it after --.";
+To run a program named like a subcommand (status, list, release, metrics, check), put it
+after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARNING, 2 CRITICAL,
+3 UNKNOWN (see redlock-run check --help).";
 
 /// Run a command while holding a named lock in Redis.
 ///
@@ -49,7 +51,7 @@ To run a program named like a subcommand (status, list, release), put it after -
     subcommand_negates_reqs = true,
     override_usage = "redlock-run [OPTIONS] --key <KEY> -- <COMMAND> [ARGS]...\n       \
                       redlock-run [OPTIONS] --key <KEY> --shell <CMD>\n       \
-                      redlock-run <status|list|release> [OPTIONS]"
+                      redlock-run <status|list|release|metrics|check> [OPTIONS]"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -465,7 +467,9 @@ impl Cli {
         let (connection, used) = match &mut cli.admin {
             Some(Admin::Status { connection, .. })
             | Some(Admin::List { connection, .. })
-            | Some(Admin::Release { connection, .. }) => {
+            | Some(Admin::Release { connection, .. })
+            | Some(Admin::Metrics { connection, .. })
+            | Some(Admin::Check { connection, .. }) => {
                 let used = matches.subcommand().map_or(&matches, |(_, used)| used);
                 (connection, used)
             }
@@ -493,7 +497,9 @@ pub enum Admin {
     /// Show who holds a lock; exit 0 when held, 1 when free, 125 on error
     ///
     /// Prints the holder's host, pid, program name, label, how long it has held the lock,
-    /// the time left on its lease and its fence. A value redlock-run did not write is shown
+    /// the time left on its lease and its fence; then, once a run has succeeded or been
+    /// skipped, a line with the time of the last success and the consecutive skips
+    /// (busy, timed out, superseded, already done) since. A value redlock-run did not write is shown
     /// as held by an unknown holder. Names and values from outside are printed with control
     /// and invisible characters escaped.
     Status {
@@ -507,7 +513,9 @@ pub enum Admin {
         ///
         /// {"held": …, "key": …, "holders": [{"host", "pid", "program", "label", "token",
         /// "fence", "held_for_ms", "since_ms", "ttl_ms", "known", …}]}; "known" is false for
-        /// a value redlock-run did not write.
+        /// a value redlock-run did not write. When runs keep counters for the lock:
+        /// "last_success_ms" (server time; null before the first success) and
+        /// "consecutive_skips".
         #[arg(long)]
         json: bool,
 
@@ -554,6 +562,115 @@ pub enum Admin {
         #[command(flatten)]
         connection: Connection,
     },
+    /// Print every lock's counters under the prefix in the Prometheus text format, for
+    /// node_exporter's textfile collector; exit 0, or 125 on error
+    ///
+    /// One sample per lock of each family, labelled key="NAME" (the name given to -k,
+    /// without the prefix): redlock_run_acquired_total, redlock_run_not_acquired_total
+    /// (reason="busy", "timeout", "superseded" or "already_done"), redlock_run_lost_total,
+    /// redlock_run_expired_total (holders that ended without a release, counted by the run
+    /// that found them, and those not found yet), redlock_run_wait_seconds and
+    /// redlock_run_hold_seconds (summaries: _sum and _count), redlock_run_holders,
+    /// redlock_run_waiters, redlock_run_holder_age_seconds (the oldest current holder, by
+    /// the server's clock; absent when the lock is free),
+    /// redlock_run_last_success_timestamp_seconds (absent when no run has succeeded) and
+    /// redlock_run_consecutive_skips. The counters are kept in Redis by the runs themselves
+    /// ({KEY}:stats). A name that is not UTF-8 is shown with each byte that is not written
+    /// \xNN and each backslash doubled, and its samples carry key_escaped="true". Locks are
+    /// found with SCAN, never KEYS. With several servers (Redlock) each value is the highest
+    /// that a majority of them reached. Nothing is printed on stdout when Redis cannot be
+    /// read (exit 125): write to a temporary file and rename it only on success.
+    Metrics {
+        #[command(flatten)]
+        connection: Connection,
+    },
+    /// A monitoring plugin (Nagios, Icinga, Sensu) for one lock: exit 0 OK, 1 WARNING,
+    /// 2 CRITICAL, 3 UNKNOWN, with one line on stdout
+    ///
+    /// The line is `REDLOCK OK - KEY: summary | perfdata`, where the summary names what
+    /// crossed a threshold (the holder's host:pid and how long it has held the lock, the
+    /// skips, the time since the last success) and the performance data are 'held' (s),
+    /// 'skips', 'since_success' (s; U when no run has succeeded) and 'waiters'. UNKNOWN (3)
+    /// is everything that is not a verdict: Redis unreachable, bad credentials, too few
+    /// Redlock nodes answering, counters of another type, a bad option or threshold (usage
+    /// errors too exit 3 here, not 125). Without thresholds, the check is always OK and
+    /// only reports. The counters are kept in Redis by the runs themselves ({KEY}:stats).
+    Check {
+        /// Lock name
+        ///
+        /// As given to --key when the lock was taken; the Redis key is PREFIX + KEY.
+        #[arg(short, long, value_name = "KEY")]
+        key: std::ffi::OsString,
+
+        /// CRITICAL when the current holder has held the lock longer than DUR
+        ///
+        /// A duration as for --ttl (500ms, 30s, 2h; a bare number is seconds), above 0 and
+        /// at most ten years; measured by the Redis server's clock from the acquisition.
+        #[arg(long, value_name = "DUR")]
+        max_held: Option<String>,
+
+        /// WARNING when the current holder has held the lock longer than DUR
+        ///
+        /// As --max-held; with both, it must not be longer than --max-held.
+        #[arg(long, value_name = "DUR")]
+        warn_held: Option<String>,
+
+        /// CRITICAL at the N-th consecutive run that did not run its command (busy, wait
+        /// timed out, superseded, already done)
+        ///
+        /// 1 to 1000000. The count is reset by a successful run; a failed run neither adds
+        /// to it nor resets it. N is the same as --max-skips of a run's dead-man ping: the
+        /// N-th consecutive skip is the alarm (so the performance data's threshold is N-1,
+        /// the most skips that are still fine).
+        #[arg(long, value_name = "N")]
+        max_skips: Option<String>,
+
+        /// WARNING at the N-th consecutive run that did not run its command
+        ///
+        /// As --max-skips; with both, it must not be above --max-skips.
+        #[arg(long, value_name = "N")]
+        warn_skips: Option<String>,
+
+        /// CRITICAL when no run of the lock has succeeded for longer than DUR (or none ever
+        /// has)
+        ///
+        /// A duration as for --max-held. A success is a run whose command exited 0 with the
+        /// lock intact, at its release, by the Redis server's clock. A lock that no run has
+        /// ever succeeded with (or a name no run ever used: a typo) is CRITICAL, "never
+        /// succeeded".
+        #[arg(long, value_name = "DUR")]
+        max_since_success: Option<String>,
+
+        /// WARNING when no run of the lock has succeeded for longer than DUR (or none ever
+        /// has)
+        ///
+        /// As --max-since-success; with both, it must not be longer than
+        /// --max-since-success.
+        #[arg(long, value_name = "DUR")]
+        warn_since_success: Option<String>,
+
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+/// Whether `args` (this process's command line, as clap refused it) asks for the `check`
+/// plugin: its first argument that is not --log-format (and its value) is `check`. A plugin
+/// reports even a command line it cannot parse as UNKNOWN (3), not as redlock-run's 125.
+pub fn check_requested<I, T>(args: I) -> bool
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString>,
+{
+    let mut args = args.into_iter().map(Into::into).skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--log-format" {
+            args.next();
+        } else if !arg.to_string_lossy().starts_with("--log-format=") {
+            return arg == "check";
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -42,6 +42,31 @@ pub enum Outcome {
     Done,
     /// `status`: the lock is free; `release`: there was nothing to release.
     Free,
+    /// `check`: a monitoring plugin's verdict, with the plugins' own exit codes.
+    Plugin(PluginState),
+}
+
+/// The states of a monitoring plugin (Nagios, Icinga, Sensu), whose exit codes those tools
+/// read: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. `check` exits only with these, even for a
+/// usage error, which every other form of redlock-run reports as 125.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PluginState {
+    Ok = 0,
+    Warning = 1,
+    Critical = 2,
+    Unknown = 3,
+}
+
+impl PluginState {
+    /// The word the plugin line starts with: `OK`, `WARNING`, `CRITICAL`, `UNKNOWN`.
+    pub fn word(self) -> &'static str {
+        match self {
+            PluginState::Ok => "OK",
+            PluginState::Warning => "WARNING",
+            PluginState::Critical => "CRITICAL",
+            PluginState::Unknown => "UNKNOWN",
+        }
+    }
 }
 
 pub const LOCK_LOST: u8 = 76;
@@ -88,6 +113,7 @@ impl Outcome {
             Outcome::Failed => WRAPPER_FAILED,
             Outcome::AlreadyDone | Outcome::Done => 0,
             Outcome::Free => 1,
+            Outcome::Plugin(state) => *state as u8,
         }
     }
 }
@@ -165,5 +191,17 @@ mod tests {
         assert_eq!(Outcome::CannotExecute.exit_code(), 126);
         assert_eq!(Outcome::NotFound.exit_code(), 127);
         assert_eq!(Outcome::NotAcquired { exit_code: 3 }.exit_code(), 3);
+    }
+
+    #[test]
+    fn plugin_states_exit_as_plugins_do() {
+        let codes = [
+            PluginState::Ok,
+            PluginState::Warning,
+            PluginState::Critical,
+            PluginState::Unknown,
+        ]
+        .map(|state| Outcome::Plugin(state).exit_code());
+        assert_eq!(codes, [0, 1, 2, 3]);
     }
 }

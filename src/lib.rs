@@ -5,15 +5,17 @@
 //!
 //! ```text
 //! cli -> config -> run (wait, renew, supervise) -> exit
-//!               \-> admin
+//!               \-> admin (status, list, release; metrics; check)
 //! run, wait, renew, supervise -> event <- signals, process
 //! backend (Redis only), process (processes only), lease (time only), report (stderr only)
 //! ```
 
 pub mod admin;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod metrics;
 pub mod report;
 pub mod run;
 

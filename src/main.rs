@@ -1,5 +1,6 @@
 //! Parse, validate, run, exit. Usage errors exit 125 like any other failure of redlock-run
-//! itself, so a wrapper failure is never mistaken for the command's own exit 1 or 2.
+//! itself, so a wrapper failure is never mistaken for the command's own exit 1 or 2; but
+//! `check`, a monitoring plugin, reports them as plugins do: UNKNOWN, exit 3.
 
 use std::process::ExitCode;
 
@@ -7,7 +8,7 @@ use clap::error::ErrorKind;
 use redlock_run::cli::{self, Cli};
 use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
-use redlock_run::{admin, report, run};
+use redlock_run::{admin, check, report, run};
 
 /// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
 #[cfg(target_env = "musl")]
@@ -30,6 +31,9 @@ fn outcome() -> Outcome {
             let _ = err.print();
             return Outcome::Done;
         }
+        Err(err) if cli::check_requested(std::env::args_os()) => {
+            return check::usage_unknown(&err.render().to_string());
+        }
         Err(err) => {
             report::set_json(cli::json_logs_requested(std::env::args_os()));
             report::usage_error(&err.render().to_string());
@@ -37,16 +41,22 @@ fn outcome() -> Outcome {
         }
     };
     report::set_json(cli.log_format == "json");
-    let task = match Task::from_cli(cli) {
-        Ok(task) => task,
-        Err(err) => {
+    // A monitoring plugin: whatever is not a verdict is UNKNOWN, on stdout.
+    let plugin = matches!(cli.admin, Some(cli::Admin::Check { .. }));
+    let failed = |err: anyhow::Error| {
+        if plugin {
+            check::usage_unknown(&format!("{err:#}"))
+        } else {
             report::error(&err);
-            return Outcome::Failed;
+            Outcome::Failed
         }
     };
+    let task = match Task::from_cli(cli) {
+        Ok(task) => task,
+        Err(err) => return failed(err),
+    };
     if let Err(err) = task.protect_secrets() {
-        report::error(&err);
-        return Outcome::Failed;
+        return failed(err);
     }
     match task {
         Task::Run(config) => run::run(&config),

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::connection::Link;
+use super::counters::{read_counters, NodeCounters};
 use super::layout::{
     limit_key, lock_of_internal_key, process_metadata, queue_keys, record_keys, replace_key,
     slot_key, slot_number, Channels, Holder, Key, Recording, MAX_LIMIT,
@@ -146,10 +147,33 @@ impl Inspector {
             .collect()
     }
 
+    /// The counters of each of `keys` on every node (`{K}:stats`, its waiters and the
+    /// server's clock), per key, one result per node. A node that fails is not asked again.
+    pub fn counters(&mut self, keys: &[Key]) -> Vec<Vec<Result<NodeCounters, String>>> {
+        let per_node = self.on_every_node(|link| {
+            let mut read = Vec::with_capacity(keys.len());
+            for key in keys {
+                let call = read_counters(key);
+                match link.call(None, |session| session.run(&call)) {
+                    Ok(reply) => read.push(Ok(NodeCounters::read(key, reply))),
+                    Err(err) => {
+                        read.resize(keys.len(), Err(format!("{err:#}")));
+                        break;
+                    }
+                }
+            }
+            read
+        });
+        (0..keys.len())
+            .map(|index| per_node.iter().map(|read| read[index].clone()).collect())
+            .collect()
+    }
+
     /// The names of the locks under `prefix` that any node knows of, sorted, each once,
-    /// with the nodes that could not be listed and why.
-    pub fn list(&mut self, prefix: &Key) -> (Vec<Key>, Vec<(String, String)>) {
-        let listed = self.on_every_node(|link| list_locks(link, prefix));
+    /// with the nodes that could not be listed and why. `with_counters`: also the locks
+    /// that have only their counters (`{K}:stats`) now, free and with nobody waiting.
+    pub fn list(&mut self, prefix: &Key, with_counters: bool) -> (Vec<Key>, Vec<(String, String)>) {
+        let listed = self.on_every_node(|link| list_locks(link, prefix, with_counters));
         let mut names = Vec::new();
         let mut failed = Vec::new();
         for (found, display) in listed.into_iter().zip(&self.displays) {
@@ -369,15 +393,19 @@ fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
 /// The names (full keys) of every lock under `prefix`, each once: keys that start with it,
 /// less the locks' own bookkeeping keys (fence, limit, queue, slots), which stand for their
 /// lock instead.
-fn list_locks(link: &mut Link, prefix: &Key) -> Result<Vec<Key>> {
+fn list_locks(link: &mut Link, prefix: &Key, with_counters: bool) -> Result<Vec<Key>> {
     let escaped = glob_escape(prefix.as_bytes());
     let mut names = Vec::new();
     // Untagged locks keep their bookkeeping under `{K}…`, outside the prefix: a semaphore
-    // whose first slot is free is found through its limit key.
-    let patterns = [
+    // whose first slot is free is found through its limit key, a lock that has counters
+    // through them.
+    let mut patterns = vec![
         [escaped.as_slice(), b"*"].concat(),
         [b"{", escaped.as_slice(), b"*}:limit"].concat(),
     ];
+    if with_counters {
+        patterns.push([b"{", escaped.as_slice(), b"*}:stats"].concat());
+    }
     for pattern in patterns {
         for name in scan(link, &pattern)? {
             names.push(lock_of_internal_key(&name).unwrap_or(name));

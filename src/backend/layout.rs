@@ -37,6 +37,9 @@
 //!   it stands, nobody else takes a free slot; the holder's renewals find it, and it ends
 //!   when the replacing run takes the lock or leaves (or runs out, 3 leases after its last
 //!   attempt).
+//! - `{K}:stats`: the lock's counters, a hash (acquisitions, skips, the last success, each
+//!   current holder's `slot:<i>` with when it took the slot); `{K}:history`: its events, a
+//!   stream. Read by `metrics`, `check` and `status` (see `counters`).
 //!
 //! The braces are a Redis Cluster hash tag: every key of one lock lives in one hash slot,
 //! so each script stays single-slot. (When `K` already holds a tag, the suffix is simply

@@ -10,12 +10,14 @@
 //!   notices; `quorum`: Redlock over several;
 //! - `vetting`: whether a server can keep a lock at all (eviction, a cluster node behind a
 //!   plain URL), asked along with the first acquisition on each connection;
-//! - `inspect`: reading and clearing locks for `status`, `list` and `release`.
+//! - `inspect`: reading and clearing locks for `status`, `list` and `release`, and
+//!   `counters` their counters for `metrics`, `check` and `status`.
 //!
 //! The rest of the program sees [`LockBackend`] and [`inspect::Inspector`], never a Redis
 //! connection. Nothing here knows of processes or signals.
 
 mod connection;
+pub mod counters;
 mod endpoint;
 mod error;
 pub mod inspect;

@@ -33,6 +33,7 @@ const LEAVE_QUEUE_LUA: &str = with_prelude!("scripts/leave_queue.lua");
 const FORCE_RELEASE_LUA: &str = with_prelude!("scripts/force_release.lua");
 const PEEK_LUA: &str = with_prelude!("scripts/peek.lua");
 const RAISE_FENCE_LUA: &str = with_prelude!("scripts/raise_fence.lua");
+const COUNTERS_LUA: &str = with_prelude!("scripts/counters.lua");
 
 pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
@@ -42,9 +43,10 @@ pub(super) static FORCE_RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(FORCE_RELEASE_LUA));
 pub(super) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
 pub(super) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
+pub(super) static COUNTERS: LazyLock<Script> = LazyLock::new(|| Script::new(COUNTERS_LUA));
 
 /// Every script, loaded together the first time a server says it lacks one.
-pub(super) const ALL: [&str; 7] = [
+pub(super) const ALL: [&str; 8] = [
     ACQUIRE_LUA,
     RENEW_LUA,
     RELEASE_LUA,
@@ -52,6 +54,7 @@ pub(super) const ALL: [&str; 7] = [
     FORCE_RELEASE_LUA,
     PEEK_LUA,
     RAISE_FENCE_LUA,
+    COUNTERS_LUA,
 ];
 
 /// The source of `script`, one of the above: for a server that will not load scripts.
@@ -897,6 +900,67 @@ impl FromRedisValue for FenceAtLeast {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         redis::from_redis_value::<i64>(value)?;
         Ok(FenceAtLeast)
+    }
+}
+
+/// `counters.lua`: a lock's counters, its waiters and the server's clock, in one step.
+pub(super) struct ReadCounters {
+    pub stats: Key,
+    pub queue: Key,
+    /// The lock's own key (slot 1).
+    pub lock: Key,
+    /// Slot i > 1 is this followed by i.
+    pub slot_prefix: Key,
+}
+
+impl Call for ReadCounters {
+    type Reply = CountersReply;
+    const SCRIPT: &'static LazyLock<Script> = &COUNTERS;
+    const KEYS: &'static [&'static str] = &["1 stats", "2 queue"];
+    const ARGV: &'static [&'static str] = &["lock", "slot_prefix"];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![self.stats.clone(), self.queue.clone()]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![
+            self.lock.as_bytes().to_vec(),
+            self.slot_prefix.as_bytes().to_vec(),
+        ]
+    }
+}
+
+/// What `counters.lua` answered.
+#[derive(Debug, Clone)]
+pub(crate) struct CountersReply {
+    /// The Redis type of `{K}:stats`; `none` when there is none.
+    pub kind: String,
+    /// Its fields and values, when it is a hash.
+    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+    pub waiters: u64,
+    /// The server's clock, ms since the epoch.
+    pub now_ms: u64,
+    /// The `slot:<i>` fields whose slot no longer holds the value recorded there.
+    pub stale: Vec<Vec<u8>>,
+}
+
+impl FromRedisValue for CountersReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (kind, flat, waiters, now_ms, stale): (String, Vec<Vec<u8>>, u64, u64, Vec<Vec<u8>>) =
+            redis::from_redis_value(value)?;
+        let mut fields = Vec::with_capacity(flat.len() / 2);
+        let mut flat = flat.into_iter();
+        while let (Some(name), Some(value)) = (flat.next(), flat.next()) {
+            fields.push((name, value));
+        }
+        Ok(CountersReply {
+            kind,
+            fields,
+            waiters,
+            now_ms,
+            stale,
+        })
     }
 }
 

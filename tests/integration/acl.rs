@@ -303,3 +303,37 @@ fn a_user_that_may_not_record_runs_with_one_warning() {
     holder.let_go();
     holder.wait().assert_code(0);
 }
+
+/// As the minimal user, `metrics`, `check` and `status` read a lock's counters; without
+/// `+hgetall`, `metrics` and `check` name it (125, 3 UNKNOWN) and `status` still shows the
+/// lock, with a warning.
+#[test]
+fn the_minimal_acl_user_reads_the_counters() {
+    for (without, metrics_code, check_code) in [(&[][..], 0, 0), (&["+hgetall"][..], 125, 3)] {
+        let (server, url) = server_with_user(&minimal_rules(without));
+        server.seed_stats("c", &[("acquired", "4".into()), ("skips", "1".into())]);
+        let user = || Wrapper::new(&url);
+        let metrics = user().arg("metrics").run();
+        metrics.assert_code(metrics_code);
+        let check = user().args(["check", "-k", "c", "--max-skips", "2"]).run();
+        check.assert_code(check_code);
+        let status = user().args(["status", "-k", "c"]).run();
+        status
+            .assert_code(1)
+            .assert_stdout_contains("redlock:c is free");
+        if without.is_empty() {
+            let m = Exposition::parse(&metrics.stdout_str());
+            assert_eq!(
+                m.value("redlock_run_acquired_total", &[("key", "c")]),
+                Some(4.0)
+            );
+            status.assert_stdout_contains("1 consecutive skip");
+        } else {
+            metrics.assert_stderr_contains("HGETALL");
+            check.assert_stdout_contains("HGETALL");
+            status
+                .assert_stderr_contains("HGETALL")
+                .assert_stderr_contains("warning");
+        }
+    }
+}

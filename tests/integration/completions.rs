@@ -136,11 +136,14 @@ fn subcommands(page: &mut String, command: &clap::Command) {
             }
         }
         let options = clap_piece(&Man::new(own), Man::render_options_section);
-        page.push_str(
-            options
-                .strip_prefix(".SH OPTIONS\n")
-                .expect("clap_mangen opens the options with their heading"),
-        );
+        // A subcommand with only the shared options (`metrics`) has no section of its own.
+        if !options.trim().is_empty() {
+            page.push_str(
+                options
+                    .strip_prefix(".SH OPTIONS\n")
+                    .expect("clap_mangen opens the options with their heading"),
+            );
+        }
         let mut roff = Roff::new();
         roff.control("PP", []);
         roff.text([roman(format!(

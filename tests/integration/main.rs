@@ -2,6 +2,7 @@
 //! `redis-server` (see `support`), so tests run in parallel and never skip.
 
 mod acl;
+mod check;
 mod cluster;
 mod completions;
 mod docs;
@@ -13,6 +14,7 @@ mod history_recording;
 mod keys;
 mod lease;
 mod logs;
+mod metrics;
 mod once;
 mod operators;
 mod pauses;

@@ -198,6 +198,16 @@ fn every_script_type_matches_its_header() {
             fence: 7,
         },
     );
+    check(
+        "counters.lua",
+        include_str!("counters.lua"),
+        &ReadCounters {
+            stats: key("{k}:stats"),
+            queue: key("{k}:queue"),
+            lock: key("k"),
+            slot_prefix: key("{k}:slot:"),
+        },
+    );
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! - [`holder`]: the one holder fixture, a wrapper whose job holds its lock until let go;
 //! - [`scripts`]: commands that run until stopped; [`tempdir`]: a directory per test;
 //! - [`wait`], [`process`], [`load`]: waiting for events, `/proc`, and load on the machine;
-//! - [`certs`]: TLS certificates for `rediss://`.
+//! - [`certs`]: TLS certificates for `rediss://`;
+//! - [`exposition`]: a strict reader of the Prometheus text format (`metrics`), and
+//!   [`stats`] the counters it reads, seeded by hand.
 //!
 //! The fixtures of a few test modules are reached by path instead: [`deployments`]
 //! (Sentinel and Cluster), [`proxy`] (the fault proxy) and [`history`] (the overlap checker).
@@ -20,6 +22,7 @@ use std::time::Duration;
 
 mod certs;
 pub mod deployments;
+mod exposition;
 pub mod history;
 mod holder;
 mod inspect;
@@ -28,11 +31,13 @@ mod process;
 pub mod proxy;
 mod scripts;
 mod server;
+mod stats;
 mod tempdir;
 mod wait;
 mod wrapper;
 
 pub use certs::{make_certs, TlsFiles};
+pub use exposition::Exposition;
 pub use holder::{
     fence_of, handover_delay, handover_jobs, hold, parse_epoch, program_of, start_holding, Holder,
     Job,
@@ -45,6 +50,7 @@ pub use process::{
 };
 pub use scripts::{sleeper, stubborn_script};
 pub use server::{default_server_program, free_port, RedisServer, ServerOptions, SERVER_VAR};
+pub use stats::stats_key;
 pub use tempdir::TempDir;
 pub use wait::{read_pid, wait_for_death, wait_until};
 pub use wrapper::{Output, Running, Wrapper};

@@ -1,0 +1,265 @@
+//! `check -k KEY` (issue 23): a monitoring plugin's line and exit codes (0 OK, 1 WARNING,
+//! 2 CRITICAL, 3 UNKNOWN) at each threshold, with counters and holders seeded per the data
+//! model; UNKNOWN for Redis down, bad credentials and every bad command line; a Redlock
+//! quorum's majority values.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+/// `check -k KEY ARGS` against `server`: its exit code and its one line.
+#[track_caller]
+fn check(server: &RedisServer, key: &str, args: &[&str]) -> (i32, String) {
+    let out = server.cmd().args(["check", "-k", key]).args(args).run();
+    plugin_result(&out)
+}
+
+/// The exit code and the single stdout line of a plugin run, checked for the plugin
+/// guidelines' shape: `REDLOCK STATE - …`, and its performance data.
+#[track_caller]
+fn plugin_result(out: &Output) -> (i32, String) {
+    let code = out
+        .status
+        .code()
+        .expect("check exits, never dies of a signal");
+    let stdout = out.stdout_str();
+    assert!(
+        stdout.ends_with('\n') && stdout.lines().count() == 1,
+        "not one line on stdout: {stdout:?}\nstderr:\n{}",
+        out.stderr
+    );
+    let line = stdout.trim_end().to_string();
+    let word = ["OK", "WARNING", "CRITICAL", "UNKNOWN"][code as usize];
+    assert!(
+        line.starts_with(&format!("REDLOCK {word} - ")),
+        "exit {code} with {line:?}"
+    );
+    if let Some((_, perfdata)) = line.split_once(" | ") {
+        for item in perfdata.split(' ') {
+            assert_perfdata(item);
+        }
+    }
+    (code, line)
+}
+
+/// `'label'=value[UOM];[warn];[crit];[min];[max]`, value a number or U.
+#[track_caller]
+fn assert_perfdata(item: &str) {
+    let (label, rest) = item
+        .strip_prefix('\'')
+        .and_then(|item| item.split_once("'="))
+        .unwrap_or_else(|| panic!("{item:?}: no quoted label"));
+    assert!(
+        !label.is_empty() && !label.contains(['=', '\'']),
+        "{item:?}"
+    );
+    let mut fields = rest.split(';');
+    let value = fields.next().unwrap();
+    if value != "U" {
+        let number = value.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '%');
+        number
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{item:?}: {value:?} is not a value"));
+        let unit = &value[number.len()..];
+        assert!(
+            ["", "s", "ms", "us", "%", "B", "KB", "MB", "TB", "c"].contains(&unit),
+            "{item:?}"
+        );
+    }
+    let rest: Vec<&str> = fields.collect();
+    assert!(rest.len() <= 4, "{item:?}");
+    for threshold in rest {
+        assert!(
+            threshold.is_empty() || threshold.parse::<f64>().is_ok(),
+            "{item:?}: {threshold:?}"
+        );
+    }
+}
+
+/// The holder's age: OK under both levels, WARNING over --warn-held, CRITICAL over
+/// --max-held, naming host:pid and how long; a free lock is OK.
+#[test]
+fn held_too_long_warns_then_goes_critical() {
+    let server = RedisServer::start();
+    server.seed_holder("h", "web-3", 4242, Duration::from_secs(600));
+    let (code, line) = check(&server, "h", &["--warn-held", "1h", "--max-held", "2h"]);
+    assert_eq!(code, 0, "{line}");
+    assert!(line.contains("held by web-3:4242 for 10m"), "{line}");
+    assert!(
+        line.contains("'held'=600.") && line.contains(";3600.000;7200.000;0;"),
+        "{line}"
+    );
+    let (code, line) = check(&server, "h", &["--warn-held", "5m", "--max-held", "2h"]);
+    assert_eq!(code, 1, "{line}");
+    assert!(
+        line.contains("for 10m") && line.contains("(WARNING: over 5m)"),
+        "{line}"
+    );
+    let (code, line) = check(&server, "h", &["--warn-held", "1m", "--max-held", "5m"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(
+        line.contains("held by web-3:4242 for 10m") && line.contains("(CRITICAL: over 5m)"),
+        "{line}"
+    );
+
+    let (code, line) = check(&server, "free", &["--max-held", "1s"]);
+    assert_eq!(code, 0, "{line}");
+    assert!(line.contains("redlock:free: free"), "{line}");
+}
+
+/// Consecutive skips: the N-th is the alarm; the performance data's threshold is N-1.
+#[test]
+fn consecutive_skips_warn_then_go_critical() {
+    let server = RedisServer::start();
+    server.seed_stats("s", &[("skips", "3".into()), ("busy", "3".into())]);
+    let (code, line) = check(&server, "s", &["--warn-skips", "4", "--max-skips", "5"]);
+    assert_eq!(code, 0, "{line}");
+    assert!(
+        line.contains("3 consecutive skips") && line.contains("'skips'=3;3;4;0;"),
+        "{line}"
+    );
+    let (code, line) = check(&server, "s", &["--warn-skips", "3", "--max-skips", "5"]);
+    assert_eq!(code, 1, "{line}");
+    assert!(line.contains("(WARNING: at 3)"), "{line}");
+    let (code, line) = check(&server, "s", &["--max-skips", "3"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(
+        line.contains("3 consecutive skips (CRITICAL: at 3)"),
+        "{line}"
+    );
+}
+
+/// Time since the last success, by the server's clock; never succeeded is CRITICAL with
+/// --max-since-success, WARNING with only --warn-since-success.
+#[test]
+fn no_recent_success_warns_then_goes_critical() {
+    let server = RedisServer::start();
+    let at = server.server_ms() - 2 * 3_600_000;
+    server.seed_stats("j", &[("last_success_ms", at.to_string())]);
+    let (code, line) = check(
+        &server,
+        "j",
+        &["--warn-since-success", "3h", "--max-since-success", "1d"],
+    );
+    assert_eq!(code, 0, "{line}");
+    assert!(
+        line.contains("last success 2h ago") && line.contains("'since_success'=7200."),
+        "{line}"
+    );
+    let (code, line) = check(
+        &server,
+        "j",
+        &["--warn-since-success", "1h", "--max-since-success", "1d"],
+    );
+    assert_eq!(code, 1, "{line}");
+    let (code, line) = check(&server, "j", &["--max-since-success", "90m"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains("(CRITICAL: over 1h 30m)"), "{line}");
+
+    let (code, line) = check(&server, "never-ran", &["--max-since-success", "1d"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(
+        line.contains("never succeeded") && line.contains("'since_success'=U"),
+        "{line}"
+    );
+    let (code, _) = check(&server, "never-ran", &["--warn-since-success", "1d"]);
+    assert_eq!(code, 1);
+    let (code, line) = check(&server, "never-ran", &[]);
+    assert_eq!(code, 0, "{line}");
+}
+
+/// The worst level wins, and the line names each breach.
+#[test]
+fn the_worst_breach_decides() {
+    let server = RedisServer::start();
+    server.seed_holder("w", "db-1", 77, Duration::from_secs(7200));
+    server.seed_stats("w", &[("skips", "2".into())]);
+    let (code, line) = check(&server, "w", &["--warn-skips", "2", "--max-held", "1h"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(
+        line.contains("db-1:77") && line.contains("(WARNING: at 2)"),
+        "{line}"
+    );
+}
+
+/// UNKNOWN (3), with the line on stdout, for Redis down and bad credentials.
+#[test]
+fn redis_down_or_refusing_is_unknown() {
+    let out = Wrapper::new(&format!("redis://127.0.0.1:{}", free_port()))
+        .args(["check", "-k", "j", "--max-skips", "1"])
+        .run();
+    let (code, line) = plugin_result(&out);
+    assert_eq!(code, 3, "{line}");
+    assert!(line.contains("redlock:j: cannot"), "{line}");
+
+    let server = RedisServer::start_with_password("s3cret-pw");
+    let wrong = format!("redis://:wrong-pw@127.0.0.1:{}", server.port());
+    let out = Wrapper::new(&wrong).args(["check", "-k", "j"]).run();
+    let (code, line) = plugin_result(&out);
+    assert_eq!(code, 3, "{line}");
+    out.assert_not_leaked("wrong-pw")
+        .assert_not_leaked("s3cret-pw");
+}
+
+/// Every command line that is not a check is UNKNOWN (3), never 125 or a panic: clap's own
+/// errors, bad durations and counts, a warning level above the critical one.
+#[test]
+fn bad_command_lines_are_unknown() {
+    let server = RedisServer::start();
+    let cases: [&[&str]; 12] = [
+        &["check", "-k", "j", "--max-skips", "-1"],
+        &["check", "-k", "j", "--max-skips", "0"],
+        &["check", "-k", "j", "--max-skips", "99999999999999999999999"],
+        &["check", "-k", "j", "--max-skips", "x"],
+        &["check", "-k", "j", "--max-held", "garbage"],
+        &["check", "-k", "j", "--max-held", "-5s"],
+        &["check", "-k", "j", "--max-held", "100y"],
+        &["check", "-k", "j", "--max-since-success", "0"],
+        &["check", "-k", "j", "--warn-held", "2h", "--max-held", "1h"],
+        &["check", "-k", "j", "--no-such-flag"],
+        &["check"],
+        &[
+            "--log-format",
+            "json",
+            "check",
+            "-k",
+            "j",
+            "--warn-skips",
+            "3",
+            "--max-skips",
+            "2",
+        ],
+    ];
+    for args in cases {
+        let out = server.cmd().args(args).run();
+        let (code, line) = plugin_result(&out);
+        assert_eq!(code, 3, "{args:?}: {line}");
+    }
+    // The rest of redlock-run keeps 125 for a usage error.
+    server
+        .cmd()
+        .args(["status", "--no-such-flag"])
+        .run()
+        .assert_code(125);
+}
+
+/// Redlock: the skips a majority of the nodes reached decide.
+#[test]
+fn a_quorum_judges_by_what_a_majority_reached() {
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    for (node, skips) in nodes.iter().zip([5, 1, 3]) {
+        node.seed_stats("q", &[("skips", skips.to_string())]);
+    }
+    let run = |args: &[&str]| {
+        let mut wrapper = Wrapper::bare().args(["check", "-k", "q"]).args(args);
+        for node in &nodes {
+            wrapper = wrapper.args(["-r", &node.url()]);
+        }
+        plugin_result(&wrapper.run())
+    };
+    let (code, line) = run(&["--max-skips", "3"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains("3 consecutive skips"), "{line}");
+    let (code, line) = run(&["--max-skips", "4"]);
+    assert_eq!(code, 0, "{line}");
+}
