@@ -388,6 +388,50 @@ pub struct RunArgs {
     )]
     pub allow_eviction: bool,
 
+    /// Dead-man pings (Healthchecks.io style): GET URL/start when the command starts, URL
+    /// when it exits 0, URL/N when it fails with status N, URL/fail when the lock was lost
+    /// or the command could not be run
+    ///
+    /// Only http:// and https:// (the system's root certificates). A skipped run (busy,
+    /// --wait ran out, superseded, already done) pings nothing, except with --max-skips.
+    /// "Could not be run" is any exit 125, 126 or 127 of redlock-run (Redis unreachable,
+    /// refused, the command not found or not executable), and a lease that ran out before
+    /// the command could start. A --replace takeover (77) and a signal before the command
+    /// started ping nothing; a command ended by a signal or --max-runtime pings URL/N. The
+    /// end ping is sent after the lock is released, within 5s (2s an attempt, one retry);
+    /// a ping never changes the exit status, and all the failed pings of a run make one
+    /// warning. The URL holds the check's key: it is never printed or logged, hidden from
+    /// ps when typed, and REDLOCK_PING is removed from the command's environment.
+    #[arg(long, value_name = "URL", env = "REDLOCK_PING", hide_env_values = true)]
+    pub ping: Option<String>,
+
+    /// Whether --ping was typed on the command line (not taken from REDLOCK_PING): set by
+    /// `Cli::parse_from_args`.
+    #[arg(skip)]
+    pub ping_typed: bool,
+
+    /// With --ping: the N-th consecutive run that skipped its command (busy, --wait ran out,
+    /// superseded, already done), and every one after it, pings URL/fail
+    ///
+    /// The POST body names the holder (host, pid, program, label, held since) and the count.
+    /// The count is kept in Redis per key and reset by a successful run; a failed run leaves
+    /// it. From 1 to 1000000; refused without --ping.
+    #[arg(long, value_name = "N")]
+    pub max_skips: Option<u64>,
+
+    /// Connect, run every check a real run makes and read the lock's state, then say what
+    /// would happen; write nothing to Redis and run nothing
+    ///
+    /// Checks the credentials, the server's role, the eviction policy (as without
+    /// --allow-eviction, unless given), ACL permissions (on Redis 7 and later, by
+    /// redis.acl_check_cmd in a read-only script; on older servers only what reading the
+    /// state needs), the nested-run rule, and with several URLs every node. Exit 0 if the
+    /// command would run now, 75 (or -E's code) if the lock is busy (with --wait too: it
+    /// would wait), 0 if --once found the work already done, 125 if a check fails. Sends
+    /// no ping.
+    #[arg(long)]
+    pub dry_run: bool,
+
     /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
     /// they are removed from it when they hold a password
     ///
@@ -455,6 +499,7 @@ impl Cli {
             None => (&mut cli.run.connection, &matches),
         };
         connection.typed = used.value_source("redis") == Some(ValueSource::CommandLine);
+        cli.run.ping_typed = matches.value_source("ping") == Some(ValueSource::CommandLine);
         if cli.run.no_wait {
             match matches.value_source("wait") {
                 Some(ValueSource::CommandLine) => {
@@ -652,7 +697,7 @@ mod tests {
     fn parse(args: &[String]) -> Option<Config> {
         let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
         match Task::from_cli(Cli::parse_from_args(argv).ok()?).ok()? {
-            Task::Run(config) => Some(config),
+            Task::Run(config) => Some(*config),
             Task::Admin(_) => None,
         }
     }

@@ -15,6 +15,7 @@ use crate::event::Event;
 use crate::exit::{self, Outcome};
 use crate::holder::{self, Blocker};
 use crate::lease::{self, Lease};
+use crate::ping::{self, End, Pinger};
 use crate::process::{self, ReadyGuardian, SpawnError};
 use crate::renew::{self, ReadyRenewer};
 use crate::supervise::{self, Ending};
@@ -35,23 +36,100 @@ const RUN_VARIABLES: [&str; 4] = [
 pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
     report::set_key(&config.key);
+    if config.dry_run {
+        return crate::dry_run::run(config);
+    }
     let started = Instant::now();
-    let mut record = RunRecord::default();
+    let mut record = RunRecord {
+        pinger: config
+            .ping
+            .as_ref()
+            .map(|ping| Pinger::new(ping.url.clone())),
+        ..RunRecord::default()
+    };
     let outcome = run_checked(config, &mut record).unwrap_or_else(|err| {
         report::error(&err);
         Outcome::Failed
     });
     summarize(&record, started, &outcome);
+    // Only now, the lock released: a ping never holds it up.
+    if let Some(pinger) = record.pinger.take() {
+        if let Some(end) = end_ping(config, &record, &outcome) {
+            pinger.finish(end);
+        }
+    }
     outcome
 }
 
-/// What a run did, for its summary line (`-v`).
+/// What a run did, for its summary line (`-v`) and its end ping.
 #[derive(Default)]
 struct RunRecord {
     /// When the lock was ours, and when it no longer was.
     acquired: Option<Instant>,
     released: Option<Instant>,
     renewals: u32,
+    /// Whether the command was started (and the start ping sent).
+    started: bool,
+    /// The run skipped its command: why, and the count the backend returned.
+    skip: Option<Skip>,
+    /// `--ping`.
+    pinger: Option<Pinger>,
+}
+
+/// A skipped run, for the `--max-skips` alarm.
+struct Skip {
+    /// busy, timeout, superseded, already done.
+    reason: &'static str,
+    /// Who held the lock (or did the work), in one line.
+    holder: String,
+    /// The consecutive skips of the lock, this one included, if known.
+    count: Option<u64>,
+}
+
+impl Skip {
+    fn new(reason: &'static str, holder: String, backend: &dyn LockBackend) -> Skip {
+        Skip {
+            reason,
+            holder,
+            count: backend.skips(),
+        }
+    }
+}
+
+/// Which end ping the run's outcome calls for (`--ping`'s help is the table); `None`: none.
+fn end_ping(config: &Config, record: &RunRecord, outcome: &Outcome) -> Option<End> {
+    let code = outcome.exit_code();
+    match outcome {
+        Outcome::Command { .. } if code == 0 => Some(End::Success),
+        Outcome::Command { .. } | Outcome::MaxRuntime => Some(End::Status(code)),
+        // Stopped by a signal: a failure if its command ran, nothing if it never did.
+        Outcome::Interrupted { .. } => record.started.then_some(End::Status(code)),
+        Outcome::LockLost | Outcome::CannotExecute | Outcome::NotFound | Outcome::Failed => {
+            Some(End::Fail)
+        }
+        // The lease ran out between taking the lock and the command's start.
+        Outcome::NotAcquired { .. } if record.acquired.is_some() => Some(End::Fail),
+        // Replaced by a --replace run, which pings for itself.
+        Outcome::Superseded if record.acquired.is_some() => None,
+        Outcome::NotAcquired { .. } | Outcome::Superseded | Outcome::AlreadyDone => {
+            skip_alarm(config, record.skip.as_ref()?)
+        }
+        Outcome::Done | Outcome::Free => None,
+    }
+}
+
+/// The `--max-skips`-th consecutive skip and every later one: `URL/fail`, naming the holder.
+fn skip_alarm(config: &Config, skip: &Skip) -> Option<End> {
+    let max = config.ping.as_ref()?.max_skips?;
+    let Some(count) = skip.count else {
+        report::verbose(format_args!(
+            "--max-skips: the count of consecutive skips is not known; no alarm"
+        ));
+        return None;
+    };
+    (count >= max).then(|| End::SkipAlarm {
+        body: ping::skip_alarm_body(&config.key.to_string(), count, skip.reason, &skip.holder),
+    })
 }
 
 /// `finished: waited 0s, held 2.5s, renewed 3 times, exit 0`, with `-v`; in JSON with the
@@ -149,7 +227,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         backend.describe()
     ));
     let (mut backend, sent_at, fence, waited_guardian) =
-        match acquire(backend, config, &events_tx, &events)? {
+        match acquire(backend, config, &events_tx, &events, &mut record.skip)? {
             Acquisition::Held {
                 backend,
                 sent_at,
@@ -222,6 +300,10 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         }
     };
     let _ = child_pid.send(child.pid());
+    record.started = true;
+    if let Some(pinger) = record.pinger.as_mut() {
+        pinger.started();
+    }
     report::verbose_as(
         report::LogEvent::Started,
         format_args!("command started, pid {}", child.pid()),
@@ -338,6 +420,7 @@ fn acquire(
     config: &Config,
     events_tx: &Sender<Event>,
     events: &Receiver<Event>,
+    skip: &mut Option<Skip>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
     let waits = config.wait != Wait::For(Duration::ZERO);
@@ -353,9 +436,15 @@ fn acquire(
         // Only a waiter that has arrived is superseded; handled as in the wait all the same.
         Ok(Attempt::Superseded { newer }) => {
             backend.abandon();
+            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            *skip = Some(Skip::new("superseded", by, &*backend));
             return Ok(superseded(config, newer.as_deref()));
         }
-        Ok(Attempt::Done { record }) => return Ok(already_done(config, &record)),
+        Ok(Attempt::Done { record }) => {
+            let by = holder::done_by(&record).1;
+            *skip = Some(Skip::new("already done", by, &*backend));
+            return Ok(already_done(config, &record));
+        }
         Ok(Attempt::Busy { holder, ahead, .. }) => {
             let blocker = Blocker { holder, ahead };
             refuse_nested(config, &blocker)?;
@@ -370,6 +459,7 @@ fn acquire(
     let deadline = match (config.wait, &blocker) {
         (Wait::For(limit), Some(blocker)) if limit.is_zero() => {
             backend.abandon();
+            *skip = Some(Skip::new("busy", blocker.phrase(), &*backend));
             report::info_as(
                 report::LogEvent::Busy,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
@@ -384,6 +474,8 @@ fn acquire(
     // Forked now, so that the fork is off the path from the holder's release to our command's
     // start. If it fails, it is tried again before the command starts, and warned of.
     let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
+    // Who held the lock when this run arrived: the one a skip alarm names.
+    let first_holder = blocker.as_ref().map(Blocker::phrase);
     let plan = WaitPlan {
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
@@ -407,9 +499,15 @@ fn acquire(
             guardian,
         }),
         // The script left the queue, handing on any wake-up.
-        Waited::Done { record } => Ok(already_done(config, &record)),
+        Waited::Done { record } => {
+            let by = holder::done_by(&record).1;
+            *skip = Some(Skip::new("already done", by, &*backend));
+            Ok(already_done(config, &record))
+        }
         Waited::TimedOut => {
             backend.abandon();
+            let holder = first_holder.unwrap_or_else(|| String::from("held by an unknown holder"));
+            *skip = Some(Skip::new("--wait ran out", holder, &*backend));
             report::info_as(
                 report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
@@ -433,6 +531,8 @@ fn acquire(
         }
         Waited::Superseded { newer } => {
             backend.abandon();
+            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            *skip = Some(Skip::new("superseded", by, &*backend));
             Ok(superseded(config, newer.as_deref()))
         }
         Waited::Interrupted { signal } => {

@@ -17,6 +17,7 @@ use super::layout::{
 };
 use super::quorum::majority;
 use super::scripts::{ForceRelease, Peek, PeekReply};
+use super::vetting::{self, Eviction};
 use super::Deployment;
 
 /// How many keys one SCAN step asks for.
@@ -200,6 +201,15 @@ impl Inspector {
         (deleted, failed)
     }
 
+    /// `--dry-run`: what a real run checks of each node before it takes a lock, asked with
+    /// reads only: that it answers (credentials), that it is a master, and that it keeps
+    /// keys (eviction, a cluster node behind a plain URL). One result per node: its display
+    /// and what refuses it, if anything.
+    pub fn vet(&mut self, eviction: Eviction, cluster_url: bool) -> Vec<(String, Result<String>)> {
+        let results = self.on_every_node(|link| vet_node(link, eviction, cluster_url));
+        self.displays.iter().cloned().zip(results).collect()
+    }
+
     /// Runs `read` on every node at once; one result per node, in order. One node is read
     /// on this thread.
     fn on_every_node<T: Send>(&mut self, read: impl Fn(&mut Link) -> T + Sync) -> Vec<T> {
@@ -363,6 +373,51 @@ fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
         slot += 1;
     }
     Ok(held)
+}
+
+/// One node for `--dry-run` (see [`Inspector::vet`]): `Ok` says its version and role.
+fn vet_node(link: &mut Link, eviction: Eviction, cluster_url: bool) -> Result<String> {
+    let display = link.display().to_string();
+    let info = |session: &mut super::connection::Session<'_>, section: &str| {
+        session
+            .query::<String>(redis::cmd("INFO").arg(section))
+            .map_err(|err| format!("{err:#}"))
+    };
+    let (server, memory, cluster, replication) = link.call(None, |session| {
+        // PING first: a wrong password or an unreachable server fails here, as it would
+        // fail the run.
+        session.query::<String>(&redis::cmd("PING"))?;
+        Ok((
+            info(session, "server"),
+            info(session, "memory"),
+            info(session, "cluster"),
+            info(session, "replication"),
+        ))
+    })?;
+    let facts = vetting::facts_from_texts(memory, cluster.as_deref().ok());
+    if let Some(unfit) = vetting::unfit(Some(&facts), eviction, cluster_url) {
+        return Err(unfit.error(&display));
+    }
+    let role = replication
+        .as_deref()
+        .ok()
+        .and_then(|info| vetting::info_field(info, "role").map(str::to_string));
+    if role.as_deref() == Some("slave") {
+        anyhow::bail!(
+            "{display} is a replica: a lock must be taken on a master (the run would be \
+             refused with READONLY)"
+        );
+    }
+    let version = server
+        .as_deref()
+        .ok()
+        .and_then(|info| vetting::info_field(info, "redis_version").map(str::to_string));
+    Ok(format!(
+        "version {}, role {}",
+        version.as_deref().unwrap_or("unknown"),
+        role.as_deref()
+            .unwrap_or("unknown (INFO replication refused)")
+    ))
 }
 
 /// The names (full keys) of every lock under `prefix`, each once: keys that start with it,

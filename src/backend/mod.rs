@@ -256,6 +256,14 @@ pub trait LockBackend: Send {
     /// connected yet. `None` where none can be asked for (`--limit` above 1).
     fn takeover_listener(&self) -> Option<Box<dyn TakeoverListener>>;
 
+    /// The lock's count of consecutive skipped runs, this one's skip included, as the
+    /// script that saw the skip returned it (a busy last attempt, a supersede, work already
+    /// done; `leave_queue` after a wait that ran out): for `--ping` with `--max-skips`.
+    /// `None` when no skip was seen or its count is not known (nothing recorded).
+    fn skips(&self) -> Option<u64> {
+        None
+    }
+
     /// Where the lock lives, safe to print.
     fn describe(&self) -> &str;
 }
