@@ -221,6 +221,46 @@ fn a_busy_skip_pings_nothing() {
     assert_eq!(pings.paths(), Vec::<String>::new());
 }
 
+/// With `--max-skips 2`: the first busy run pings nothing, the second `/fail` with a body
+/// naming the holder; a success resets the count.
+#[test]
+fn the_skip_alarm_names_the_holder_and_a_success_resets_it() {
+    let server = RedisServer::start();
+    let pings = PingServer::start(false);
+    let dir = TempDir::new("ping-skips");
+    let skip = || {
+        server
+            .cmd()
+            .args(["-k", "ping-skips", "--no-wait", "--max-skips", "2"])
+            .args(["--ping", &pings.url(), "--", "true"])
+            .run()
+            .assert_code(75);
+    };
+    let holder = hold(
+        server
+            .cmd()
+            .args(["-k", "ping-skips", "--label", "nightly-holder"]),
+        &dir,
+        "holder",
+    );
+    skip();
+    assert_eq!(pings.paths(), Vec::<String>::new(), "the first skip pinged");
+    skip();
+    let requests = pings.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].method, "POST");
+    assert_eq!(requests[0].path, PingServer::path("/fail"));
+    assert!(requests[0].body.contains("nightly-holder"), "{requests:?}");
+    assert!(requests[0].body.contains(" 2 consecutive"), "{requests:?}");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    // A success resets the count: the next skip is a first one again.
+    let holder = hold(server.cmd().args(["-k", "ping-skips"]), &dir, "second");
+    skip();
+    assert_eq!(pings.requests().len(), 1, "{:?}", pings.requests());
+    holder.let_go();
+}
+
 /// A ping server that accepts and never answers: the run ends within the budget (5s after
 /// the release), with its own status and one warning that does not show the URL.
 #[test]
