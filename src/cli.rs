@@ -423,12 +423,13 @@ pub struct RunArgs {
     /// would happen; write nothing to Redis and run nothing
     ///
     /// Checks the credentials, the server's role, the eviction policy (as without
-    /// --allow-eviction, unless given), ACL permissions (on Redis 7 and later, by
-    /// redis.acl_check_cmd in a read-only script; on older servers only what reading the
-    /// state needs), the nested-run rule, and with several URLs every node. Exit 0 if the
-    /// command would run now, 75 (or -E's code) if the lock is busy (with --wait too: it
-    /// would wait), 0 if --once found the work already done, 125 if a check fails. Sends
-    /// no ping.
+    /// --allow-eviction, unless given), the user's ACL permissions for every command a run
+    /// sends (on Redis 7 and later, by redis.acl_check_cmd in a read-only script; Redis 6.2
+    /// cannot be asked without writing, and the output says they were not checked), the
+    /// --once/--once-per record, the nested-run rule, and with several URLs every node.
+    /// Exit 0 if the command would run now, 75 (or -E's code) if the lock is busy (with
+    /// --wait too: it would wait), 0 if --once found the work already done, 125 if a check
+    /// fails. Sends no ping.
     #[arg(long)]
     pub dry_run: bool,
 

@@ -156,3 +156,146 @@ fn every_redlock_node_is_checked() {
         .assert_code(125)
         .assert_stderr_contains("volatile-lru");
 }
+
+/// The write commands no dry run may send (as the server's command statistics name them).
+const WRITES: [&str; 17] = [
+    "set", "del", "incr", "pexpire", "zadd", "zrem", "hset", "hdel", "xadd", "publish", "spublish",
+    "hincrby", "expire", "unlink", "setex", "psetex", "getdel",
+];
+
+/// Asserts that no write command was counted since the last `CONFIG RESETSTAT`.
+#[track_caller]
+fn assert_no_write(server: &RedisServer) {
+    let stats = server.command_stats();
+    for (command, calls) in &stats {
+        assert!(
+            !WRITES.contains(&command.as_str()),
+            "{command} was called {calls} times: {stats:?}"
+        );
+    }
+}
+
+/// A user whose ACL lacks a command a real run needs (PEXPIRE): 125 naming it, asked of
+/// the ACL without running anything (Redis 7, Valkey); Redis 6.2 cannot be asked without
+/// writing, and the dry run says the permissions were not checked. Nothing is written
+/// either way, and the documented minimal user passes.
+#[test]
+fn the_acl_is_checked_without_writing() {
+    let (server, url) = crate::acl::server_with_user(&crate::acl::minimal_rules(&["+pexpire"]));
+    let dir = TempDir::new("dry-acl");
+    let _: () = server.query(&["CONFIG", "RESETSTAT"]);
+    let out = Wrapper::new(&url)
+        .args(["-k", "p", "--dry-run", "--shell", &would_create(&dir)])
+        .run();
+    if server.version().starts_with("redis 6.") {
+        out.assert_code(0)
+            .assert_stderr_contains("permissions were not checked")
+            .assert_stderr_contains("would run now");
+    } else {
+        out.assert_code(125)
+            .assert_stderr_contains("refused a command redlock-run needs")
+            .assert_stderr_contains("PEXPIRE")
+            .assert_stderr_lacks("would run now");
+    }
+    assert!(!dir.exists("ran"), "the command ran");
+    assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
+    assert_no_write(&server);
+
+    let (server, url) = crate::acl::server_with_user(&crate::acl::minimal_rules(&[]));
+    for flags in [
+        &[][..],
+        &["--once", "v1"],
+        &["--once-per", "1h"],
+        &["--limit", "2"],
+    ] {
+        let out = Wrapper::new(&url)
+            .args(["-k", "p", "--dry-run"])
+            .args(flags)
+            .args(["--shell", &would_create(&dir)])
+            .run();
+        out.assert_code(0)
+            .assert_stderr_contains("would run now")
+            .assert_stderr_lacks("refused");
+        if !server.version().starts_with("redis 6.") {
+            out.assert_stderr_lacks("not checked");
+        }
+    }
+    assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
+}
+
+/// `--once ID`: after a real run with that ID, a dry run with it would not run (exit 0,
+/// "already done"), one with another ID would; `--once-per` alike. Nothing is written.
+#[test]
+fn work_already_done_would_not_run() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("dry-once");
+    for flags in [["--once", "v1"], ["--once-per", "1h"]] {
+        server
+            .cmd()
+            .args(["-k", "once"])
+            .args(flags)
+            .args(["--", "true"])
+            .run()
+            .assert_code(0);
+    }
+    let before = server.keys().len();
+    let _: () = server.query(&["CONFIG", "RESETSTAT"]);
+    for flags in [["--once", "v1"], ["--once-per", "1h"]] {
+        let out = server
+            .cmd()
+            .args(["-k", "once", "--dry-run"])
+            .args(flags)
+            .args(["--shell", &would_create(&dir)])
+            .run();
+        out.assert_code(0)
+            .assert_stderr_contains("would not run: already done")
+            .assert_stderr_contains(flags[0])
+            .assert_stderr_lacks("would run now");
+    }
+    // Another ID would run; so would --once-per on another lock, which has no record.
+    let out = server
+        .cmd()
+        .args(["-k", "once", "--dry-run", "--once", "v2"])
+        .args(["--shell", &would_create(&dir)])
+        .run();
+    out.assert_code(0)
+        .assert_stderr_contains("would run now")
+        .assert_stderr_lacks("already done");
+    let out = server
+        .cmd()
+        .args(["-k", "other", "--dry-run", "--once-per", "1h"])
+        .args(["--shell", &would_create(&dir)])
+        .run();
+    out.assert_code(0)
+        .assert_stderr_contains("would run now")
+        .assert_stderr_lacks("already done");
+    assert!(!dir.exists("ran"), "the command ran");
+    assert_eq!(server.keys().len(), before, "keys: {:?}", server.keys());
+    assert_no_write(&server);
+}
+
+/// `--limit 2`: with one holder a run would still get in (0); with two it is busy (75).
+#[test]
+fn a_limit_of_two_is_busy_only_with_two_holders() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("dry-limit");
+    let dry = || {
+        server
+            .cmd()
+            .args(["-k", "sem", "--limit", "2", "--dry-run", "--no-wait"])
+            .args(["--shell", &would_create(&dir)])
+            .run()
+    };
+    let first = hold(server.cmd().args(["-k", "sem", "--limit", "2"]), &dir, "a");
+    dry().assert_code(0).assert_stderr_contains("would run now");
+    let second = hold(server.cmd().args(["-k", "sem", "--limit", "2"]), &dir, "b");
+    dry()
+        .assert_code(75)
+        .assert_stderr_contains("would not run")
+        .assert_stderr_contains("busy");
+    assert!(!dir.exists("ran"), "the command ran");
+    first.let_go();
+    second.let_go();
+    first.wait().assert_code(0);
+    second.wait().assert_code(0);
+}
