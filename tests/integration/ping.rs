@@ -357,3 +357,117 @@ fn a_url_that_is_not_http_is_a_usage_error() {
         .assert_stderr_contains("--max-skips needs --ping");
     assert_eq!(server.dbsize(), 0);
 }
+
+/// An HTTPS ping server: `openssl s_server -WWW` on a loopback port with the test
+/// certificate for localhost, serving the files under `root` (the directory `ping/<secret>`
+/// with a file per ping path it answers) and writing `FILE:<path>` to its stderr log for
+/// each file it serves. Killed when dropped.
+struct HttpsPingServer {
+    child: std::process::Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl HttpsPingServer {
+    fn start(root: &TempDir, certs: &TlsFiles) -> HttpsPingServer {
+        let openssl = require(
+            "openssl",
+            "the HTTPS ping test serves HTTPS with openssl s_server",
+            "`apt-get install -y openssl` on Debian/Ubuntu",
+        );
+        let pings = root.join(&format!("ping/{SECRET_PATH}"));
+        std::fs::create_dir_all(&pings).unwrap();
+        for name in ["start", "3", "fail"] {
+            std::fs::write(pings.join(name), "OK\n").unwrap();
+        }
+        let port = free_port();
+        let log = root.join("s_server.log");
+        let out = root.join("s_server.out");
+        let child = std::process::Command::new(openssl)
+            .current_dir(root.path())
+            .args(["s_server", "-accept", &format!("127.0.0.1:{port}"), "-WWW"])
+            .arg("-cert")
+            .arg(&certs.cert)
+            .arg("-key")
+            .arg(&certs.key)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("starting openssl s_server");
+        // It says ACCEPT once it listens.
+        wait_until(Duration::from_secs(20), "s_server to listen", || {
+            std::fs::read_to_string(&out).is_ok_and(|text| text.contains("ACCEPT"))
+        });
+        HttpsPingServer { child, port, log }
+    }
+
+    /// The ping URL, by name (the certificate is for localhost and 127.0.0.1).
+    fn url(&self) -> String {
+        format!("https://localhost:{}/ping/{SECRET_PATH}", self.port)
+    }
+
+    /// The files served so far, as s_server logged them.
+    fn served(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.strip_prefix("FILE:"))
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for HttpsPingServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// HTTPS, with the system's roots (rustls-native-certs, which takes `SSL_CERT_FILE` in
+/// their place): trusting the test CA, the start and end pings reach the server and no
+/// warning is printed; trusting another CA, the pings fail with one warning, and the run's
+/// exit status is its command's all the same.
+#[test]
+fn an_https_ping_uses_the_system_roots() {
+    let server = RedisServer::start();
+    let root = TempDir::new("ping-https");
+    let certs = make_certs(root.path());
+    let other = TempDir::new("ping-https-other");
+    let other_ca = make_certs(other.path()).ca;
+    let pings = HttpsPingServer::start(&root, &certs);
+    let run = |ca: &std::path::Path| {
+        server
+            .cmd()
+            .env("SSL_CERT_FILE", ca)
+            .env_remove("SSL_CERT_DIR")
+            .args(["-k", "ping-https", "--ping", &pings.url(), "--"])
+            .args(["sh", "-c", "exit 3"])
+            .run()
+    };
+
+    let out = run(&certs.ca);
+    out.assert_code(3).assert_stderr_lacks("--ping");
+    assert_no_secret(&out.stderr);
+    let wanted = [
+        format!("ping/{SECRET_PATH}/start"),
+        format!("ping/{SECRET_PATH}/3"),
+    ];
+    wait_until(
+        Duration::from_secs(20),
+        "s_server to log both pings",
+        || pings.served() == wanted,
+    );
+
+    let out = run(&other_ca);
+    out.assert_code(3)
+        .assert_stderr_contains("warning")
+        .assert_stderr_contains("--ping");
+    assert_no_secret(&out.stderr);
+    assert_eq!(
+        pings.served(),
+        wanted,
+        "a ping got through an untrusted certificate"
+    );
+}
