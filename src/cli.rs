@@ -595,7 +595,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 34] = [
+        const OPTIONS: [&str; 37] = [
             "-k",
             "--key",
             "-r",
@@ -630,10 +630,14 @@ mod tests {
             "--prefix",
             "--redis-timeout",
             "--pass-redis-env",
+            "--ping",
+            "--max-skips",
+            "--dry-run",
         ];
         prop_oneof![
             prop::sample::select(&OPTIONS[..]).prop_map(String::from),
             "[0-9]{1,4}(ms|s|m|h)?",
+            "(https?|HTTP|ftp)?(://)?[a-z0-9:@/.?=&#%]{0,16}",
             "redis(s)?(\\+sentinel|\\+cluster|\\+unix)?://[a-z0-9:@/,?=&.]{0,16}",
             "\\PC{0,12}",
         ]
@@ -704,6 +708,11 @@ mod tests {
     }
 
     fn assert_within_limits(config: &Config) {
+        if let Some(ping) = &config.ping {
+            let skips = 1..=crate::config::MAX_SKIPS;
+            assert!(ping.max_skips.is_none_or(|max| skips.contains(&max)));
+            assert_eq!(format!("{:?}", ping.url), "PingUrl(***)");
+        }
         let timing = config.timing;
         assert!((lease::MIN_TTL..=lease::MAX_TTL).contains(&timing.ttl));
         assert!(timing.renew_every >= lease::MIN_RENEWAL_PERIOD);
@@ -741,6 +750,39 @@ mod tests {
         fn any_duration_is_parsed_or_refused(text in duration()) {
             if let Ok(duration) = parse_duration(&text) {
                 prop_assert!(duration < Duration::MAX);
+            }
+        }
+
+        /// `--ping`, `--max-skips` and `--dry-run` with values of every kind: accepted only
+        /// with an http(s) URL and a count in range; no error quotes the URL's path.
+        #[test]
+        fn ping_options_are_parsed_or_refused(
+            scheme in "(https?|HTTPS|ftp|)(://)?",
+            rest in "[a-z0-9:@/.?=&#% ]{0,12}",
+            skips in prop::option::of("-?[0-9]{0,9}|\\PC{0,4}"),
+            dry_run in any::<bool>(),
+        ) {
+            let url = format!("{scheme}h.example/s3cret{rest}");
+            let mut args: Vec<String> = vec!["-k".into(), "job".into(), "--ping".into(), url.clone()];
+            if let Some(skips) = &skips {
+                args.extend(["--max-skips".into(), skips.clone()]);
+            }
+            if dry_run {
+                args.push("--dry-run".into());
+            }
+            args.extend(["--".into(), "true".into()]);
+            let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
+            let parsed = Cli::parse_from_args(argv).map_err(|err| err.to_string());
+            match parsed.and_then(|cli| Task::from_cli(cli).map_err(|err| format!("{err:#}"))) {
+                Ok(Task::Run(config)) => {
+                    assert_within_limits(&config);
+                    prop_assert!(config.ping.is_some());
+                    prop_assert!(url.to_ascii_lowercase().starts_with("http"));
+                    prop_assert_eq!(config.dry_run, dry_run);
+                }
+                Ok(Task::Admin(_)) => prop_assert!(false, "{args:?} is not an admin command"),
+                // clap quotes a value that does not fit its type (--max-skips), never the URL.
+                Err(err) => prop_assert!(!err.contains("s3cret"), "{err}"),
             }
         }
 
