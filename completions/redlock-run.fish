@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= history= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
+    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= history= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction ping= max-skips= dry-run pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -43,6 +43,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l remember -d 'Ho
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 'Terminate the command after DUR (SIGTERM, SIGKILL after --kill-after) and exit 124' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l stop-timeout -d 'After a SIGTERM, SIGINT or SIGHUP to redlock-run: SIGKILL the command\'s process group if it is still there DUR later, release the lock and exit 128+N' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l label -d 'What waiters and `status` show of this holder besides its host, pid and program\'s name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command\'s arguments are never shown to others' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l ping -d 'Dead-man pings (Healthchecks.io style): GET URL/start when the command starts, URL when it exits 0, URL/N when it fails with status N, URL/fail when the lock was lost or the command could not be run' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-skips -d 'With --ping: the N-th consecutive run that skipped its command (busy, --wait ran out, superseded, already done), and every one after it, pings URL/fail' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l shell -d 'Run CMD with /bin/sh -c instead of -- COMMAND ARGS' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
 json\t''"
@@ -51,6 +53,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fair -d 'Take t
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l supersede -d 'While waiting, give way to a newer --supersede run of the same lock: exit 77'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l replace -d 'Take over from the current holder: ask it to stop, and be served next'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l allow-eviction -d 'Take the lock even on a Redis that may evict it (maxmemory set with a maxmemory-policy other than noeviction): Redis may then delete a held lock under memory pressure and let a second holder in. Without it, such a server is refused'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l dry-run -d 'Connect, run every check a real run makes and read the lock\'s state, then say what would happen; write nothing to Redis and run nothing'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l pass-redis-env -d 'Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command\'s environment; by default they are removed from it when they hold a password'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s q -l quiet -d 'Print only errors on stderr'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s v -l verbose -d 'Print each step (connect, acquire, renew, release) on stderr'

@@ -319,7 +319,7 @@ fn lone_failure(view: &LockView) -> Option<&str> {
 
 /// One server: `redlock:deploy held by web-3 pid 4242 `deploy.sh` (v1.2) for 3m12s, ttl
 /// 24s, fence 118`.
-fn lock_line(view: &LockView) -> String {
+pub(crate) fn lock_line(view: &LockView) -> String {
     let key = &view.key;
     let slots = view
         .nodes
@@ -340,7 +340,7 @@ fn lock_line(view: &LockView) -> String {
 }
 
 /// A quorum: the verdict, with how many nodes agree.
-fn verdict_line(view: &LockView) -> String {
+pub(crate) fn verdict_line(view: &LockView) -> String {
     let key = &view.key;
     let nodes = view.nodes.len();
     match view.verdict() {

@@ -407,6 +407,51 @@ pub struct RunArgs {
     )]
     pub allow_eviction: bool,
 
+    /// Dead-man pings (Healthchecks.io style): GET URL/start when the command starts, URL
+    /// when it exits 0, URL/N when it fails with status N, URL/fail when the lock was lost
+    /// or the command could not be run
+    ///
+    /// Only http:// and https:// (the system's root certificates). A skipped run (busy,
+    /// --wait ran out, superseded, already done) pings nothing, except with --max-skips.
+    /// "Could not be run" is any exit 125, 126 or 127 of redlock-run (Redis unreachable,
+    /// refused, the command not found or not executable), and a lease that ran out before
+    /// the command could start. A --replace takeover (77) and a signal before the command
+    /// started ping nothing; a command ended by a signal or --max-runtime pings URL/N. The
+    /// end ping is sent after the lock is released, within 5s (2s an attempt, one retry);
+    /// a ping never changes the exit status, and all the failed pings of a run make one
+    /// warning. The URL holds the check's key: it is never printed or logged, hidden from
+    /// ps when typed, and REDLOCK_PING is removed from the command's environment.
+    #[arg(long, value_name = "URL", env = "REDLOCK_PING", hide_env_values = true)]
+    pub ping: Option<String>,
+
+    /// Whether --ping was typed on the command line (not taken from REDLOCK_PING): set by
+    /// `Cli::parse_from_args`.
+    #[arg(skip)]
+    pub ping_typed: bool,
+
+    /// With --ping: the N-th consecutive run that skipped its command (busy, --wait ran out,
+    /// superseded, already done), and every one after it, pings URL/fail
+    ///
+    /// The POST body names the holder (host, pid, program, label, held since) and the count.
+    /// The count is kept in Redis per key and reset by a successful run; a failed run leaves
+    /// it. From 1 to 1000000; refused without --ping.
+    #[arg(long, value_name = "N")]
+    pub max_skips: Option<u64>,
+
+    /// Connect, run every check a real run makes and read the lock's state, then say what
+    /// would happen; write nothing to Redis and run nothing
+    ///
+    /// Checks the credentials, the server's role, the eviction policy (as without
+    /// --allow-eviction, unless given), the user's ACL permissions for every command a run
+    /// sends (on Redis 7 and later, by redis.acl_check_cmd in a read-only script; Redis 6.2
+    /// cannot be asked without writing, and the output says they were not checked), the
+    /// --once/--once-per record, the nested-run rule, and with several URLs every node.
+    /// Exit 0 if the command would run now, 75 (or -E's code) if the lock is busy (with
+    /// --wait too: it would wait), 0 if --once found the work already done, 125 if a check
+    /// fails. Sends no ping.
+    #[arg(long)]
+    pub dry_run: bool,
+
     /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
     /// they are removed from it when they hold a password
     ///
@@ -476,6 +521,7 @@ impl Cli {
             None => (&mut cli.run.connection, &matches),
         };
         connection.typed = used.value_source("redis") == Some(ValueSource::CommandLine);
+        cli.run.ping_typed = matches.value_source("ping") == Some(ValueSource::CommandLine);
         if cli.run.no_wait {
             match matches.value_source("wait") {
                 Some(ValueSource::CommandLine) => {
@@ -683,7 +729,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 34] = [
+        const OPTIONS: [&str; 37] = [
             "-k",
             "--key",
             "-r",
@@ -718,10 +764,14 @@ mod tests {
             "--prefix",
             "--redis-timeout",
             "--pass-redis-env",
+            "--ping",
+            "--max-skips",
+            "--dry-run",
         ];
         prop_oneof![
             prop::sample::select(&OPTIONS[..]).prop_map(String::from),
             "[0-9]{1,4}(ms|s|m|h)?",
+            "(https?|HTTP|ftp)?(://)?[a-z0-9:@/.?=&#%]{0,16}",
             "redis(s)?(\\+sentinel|\\+cluster|\\+unix)?://[a-z0-9:@/,?=&.]{0,16}",
             "\\PC{0,12}",
         ]
@@ -786,12 +836,17 @@ mod tests {
     fn parse(args: &[String]) -> Option<Config> {
         let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
         match Task::from_cli(Cli::parse_from_args(argv).ok()?).ok()? {
-            Task::Run(config) => Some(config),
+            Task::Run(config) => Some(*config),
             Task::Admin(_) => None,
         }
     }
 
     fn assert_within_limits(config: &Config) {
+        if let Some(ping) = &config.ping {
+            let skips = 1..=crate::config::MAX_SKIPS;
+            assert!(ping.max_skips.is_none_or(|max| skips.contains(&max)));
+            assert_eq!(format!("{:?}", ping.url), "PingUrl(***)");
+        }
         let timing = config.timing;
         assert!((lease::MIN_TTL..=lease::MAX_TTL).contains(&timing.ttl));
         assert!(timing.renew_every >= lease::MIN_RENEWAL_PERIOD);
@@ -829,6 +884,39 @@ mod tests {
         fn any_duration_is_parsed_or_refused(text in duration()) {
             if let Ok(duration) = parse_duration(&text) {
                 prop_assert!(duration < Duration::MAX);
+            }
+        }
+
+        /// `--ping`, `--max-skips` and `--dry-run` with values of every kind: accepted only
+        /// with an http(s) URL and a count in range; no error quotes the URL's path.
+        #[test]
+        fn ping_options_are_parsed_or_refused(
+            scheme in "(https?|HTTPS|ftp|)(://)?",
+            rest in "[a-z0-9:@/.?=&#% ]{0,12}",
+            skips in prop::option::of("-?[0-9]{0,9}|\\PC{0,4}"),
+            dry_run in any::<bool>(),
+        ) {
+            let url = format!("{scheme}h.example/s3cret{rest}");
+            let mut args: Vec<String> = vec!["-k".into(), "job".into(), "--ping".into(), url.clone()];
+            if let Some(skips) = &skips {
+                args.extend(["--max-skips".into(), skips.clone()]);
+            }
+            if dry_run {
+                args.push("--dry-run".into());
+            }
+            args.extend(["--".into(), "true".into()]);
+            let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
+            let parsed = Cli::parse_from_args(argv).map_err(|err| err.to_string());
+            match parsed.and_then(|cli| Task::from_cli(cli).map_err(|err| format!("{err:#}"))) {
+                Ok(Task::Run(config)) => {
+                    assert_within_limits(&config);
+                    prop_assert!(config.ping.is_some());
+                    prop_assert!(url.to_ascii_lowercase().starts_with("http"));
+                    prop_assert_eq!(config.dry_run, dry_run);
+                }
+                Ok(Task::Admin(_)) => prop_assert!(false, "{args:?} is not an admin command"),
+                // clap quotes a value that does not fit its type (--max-skips), never the URL.
+                Err(err) => prop_assert!(!err.contains("s3cret"), "{err}"),
             }
         }
 

@@ -24,9 +24,11 @@ pub mod run;
 pub mod fuzzing;
 
 mod backend;
+mod dry_run;
 mod event;
 mod holder;
 mod lease;
+mod ping;
 mod process;
 mod random;
 mod renew;

@@ -17,6 +17,7 @@ use crate::event::Event;
 use crate::exit::{self, Outcome};
 use crate::holder::{self, Blocker};
 use crate::lease::{self, Lease};
+use crate::ping::{self, End, Pinger};
 use crate::process::{self, ReadyGuardian, SpawnError};
 use crate::renew::{self, ReadyRenewer};
 use crate::supervise::{self, Ending};
@@ -37,27 +38,100 @@ const RUN_VARIABLES: [&str; 4] = [
 pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
     report::set_key(&config.key);
+    if config.dry_run {
+        return crate::dry_run::run(config);
+    }
     let started = Instant::now();
-    let mut record = RunRecord::default();
+    let mut record = RunRecord {
+        pinger: config
+            .ping
+            .as_ref()
+            .map(|ping| Pinger::new(ping.url.clone())),
+        ..RunRecord::default()
+    };
     let outcome = run_checked(config, &mut record).unwrap_or_else(|err| {
         report::error(&err);
         Outcome::Failed
     });
     summarize(&record, started, &outcome);
+    // Only now, the lock released: a ping never holds it up.
+    if let Some(pinger) = record.pinger.take() {
+        if let Some(end) = end_ping(config, &record, &outcome) {
+            pinger.finish(end);
+        }
+    }
     outcome
 }
 
-/// What a run did, for its summary line (`-v`).
+/// What a run did, for its summary line (`-v`) and its end ping.
 #[derive(Default)]
 struct RunRecord {
     /// When the lock was ours, and when it no longer was.
     acquired: Option<Instant>,
     released: Option<Instant>,
     renewals: u32,
-    /// After a run that did not run its command (busy on its last try, timed out,
-    /// superseded, already done): the lock's consecutive skips, this one included, as the
-    /// lock's counters (`{K}:stats`) hold them; `None` when not recorded.
-    skips: Option<u64>,
+    /// Whether the command was started (and the start ping sent).
+    started: bool,
+    /// The run skipped its command: why, and the count the backend returned.
+    skip: Option<Skip>,
+    /// `--ping`.
+    pinger: Option<Pinger>,
+}
+
+/// A skipped run, for the `--max-skips` alarm.
+struct Skip {
+    /// busy, timeout, superseded, already done.
+    reason: &'static str,
+    /// Who held the lock (or did the work), in one line.
+    holder: String,
+    /// The consecutive skips of the lock, this one included, if known.
+    count: Option<u64>,
+}
+
+impl Skip {
+    fn new(reason: &'static str, holder: String, count: Option<u64>) -> Skip {
+        Skip {
+            reason,
+            holder,
+            count,
+        }
+    }
+}
+
+/// Which end ping the run's outcome calls for (`--ping`'s help is the table); `None`: none.
+fn end_ping(config: &Config, record: &RunRecord, outcome: &Outcome) -> Option<End> {
+    let code = outcome.exit_code();
+    match outcome {
+        Outcome::Command { .. } if code == 0 => Some(End::Success),
+        Outcome::Command { .. } | Outcome::MaxRuntime => Some(End::Status(code)),
+        // Stopped by a signal: a failure if its command ran, nothing if it never did.
+        Outcome::Interrupted { .. } => record.started.then_some(End::Status(code)),
+        Outcome::LockLost | Outcome::CannotExecute | Outcome::NotFound | Outcome::Failed => {
+            Some(End::Fail)
+        }
+        // The lease ran out between taking the lock and the command's start.
+        Outcome::NotAcquired { .. } if record.acquired.is_some() => Some(End::Fail),
+        // Replaced by a --replace run, which pings for itself.
+        Outcome::Superseded if record.acquired.is_some() => None,
+        Outcome::NotAcquired { .. } | Outcome::Superseded | Outcome::AlreadyDone => {
+            skip_alarm(config, record.skip.as_ref()?)
+        }
+        Outcome::Done | Outcome::Free | Outcome::Plugin(_) => None,
+    }
+}
+
+/// The `--max-skips`-th consecutive skip and every later one: `URL/fail`, naming the holder.
+fn skip_alarm(config: &Config, skip: &Skip) -> Option<End> {
+    let max = config.ping.as_ref()?.max_skips?;
+    let Some(count) = skip.count else {
+        report::verbose(format_args!(
+            "--max-skips: the count of consecutive skips is not known; no alarm"
+        ));
+        return None;
+    };
+    (count >= max).then(|| End::SkipAlarm {
+        body: ping::skip_alarm_body(&config.key.to_string(), count, skip.reason, &skip.holder),
+    })
 }
 
 /// `finished: waited 0s, held 2.5s, renewed 3 times, exit 0`, with `-v`; in JSON with the
@@ -160,7 +234,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         backend.describe()
     ));
     let (mut backend, sent_at, fence, waited_guardian) =
-        match acquire(backend, config, &events_tx, &events, &mut record.skips)? {
+        match acquire(backend, config, &events_tx, &events, &mut record.skip)? {
             Acquisition::Held {
                 backend,
                 sent_at,
@@ -233,6 +307,10 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         }
     };
     let _ = child_pid.send(child.pid());
+    record.started = true;
+    if let Some(pinger) = record.pinger.as_mut() {
+        pinger.started();
+    }
     report::verbose_as(
         report::LogEvent::Started,
         format_args!("command started, pid {}", child.pid()),
@@ -360,10 +438,12 @@ fn acquire(
     config: &Config,
     events_tx: &Sender<Event>,
     events: &Receiver<Event>,
-    skips: &mut Option<u64>,
+    skip: &mut Option<Skip>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
     let waits = config.wait != Wait::For(Duration::ZERO);
+    // Counted by the script only when this attempt is the run's last (it will not wait).
+    let mut busy_skips = None;
     let blocker = match backend.try_acquire(None) {
         Ok(Attempt::Acquired { sent_at, fence }) => {
             return Ok(Acquisition::Held {
@@ -378,15 +458,17 @@ fn acquire(
             newer,
             skips: count,
         }) => {
-            *skips = count;
             backend.abandon();
+            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            *skip = Some(Skip::new("superseded", by, count));
             return Ok(superseded(config, newer.as_deref()));
         }
         Ok(Attempt::Done {
             record,
             skips: count,
         }) => {
-            *skips = count;
+            let by = holder::done_by(&record).1;
+            *skip = Some(Skip::new("already done", by, count));
             return Ok(already_done(config, &record));
         }
         Ok(Attempt::Busy {
@@ -395,7 +477,7 @@ fn acquire(
             skips: count,
             ..
         }) => {
-            *skips = count;
+            busy_skips = count;
             let blocker = Blocker { holder, ahead };
             refuse_nested(config, &blocker)?;
             Some(blocker)
@@ -409,6 +491,7 @@ fn acquire(
     let deadline = match (config.wait, &blocker) {
         (Wait::For(limit), Some(blocker)) if limit.is_zero() => {
             backend.abandon();
+            *skip = Some(Skip::new("busy", blocker.phrase(), busy_skips));
             report::info_as(
                 report::LogEvent::Busy,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
@@ -423,6 +506,8 @@ fn acquire(
     // Forked now, so that the fork is off the path from the holder's release to our command's
     // start. If it fails, it is tried again before the command starts, and warned of.
     let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
+    // Who held the lock when this run arrived: the one a skip alarm names.
+    let first_holder = blocker.as_ref().map(Blocker::phrase);
     let plan = WaitPlan {
         deadline,
         announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
@@ -450,12 +535,15 @@ fn acquire(
             record,
             skips: count,
         } => {
-            *skips = count;
+            let by = holder::done_by(&record).1;
+            *skip = Some(Skip::new("already done", by, count));
             Ok(already_done(config, &record))
         }
         Waited::TimedOut => {
             // Leaves the queue and records the timeout (a skip) in the same script.
-            *skips = backend.give_up();
+            let count = backend.give_up();
+            let holder = first_holder.unwrap_or_else(|| String::from("held by an unknown holder"));
+            *skip = Some(Skip::new("--wait ran out", holder, count));
             report::info_as(
                 report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
@@ -481,8 +569,9 @@ fn acquire(
             newer,
             skips: count,
         } => {
-            *skips = count;
             backend.abandon();
+            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            *skip = Some(Skip::new("superseded", by, count));
             Ok(superseded(config, newer.as_deref()))
         }
         Waited::Interrupted { signal } => {

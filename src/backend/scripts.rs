@@ -34,6 +34,7 @@ const FORCE_RELEASE_LUA: &str = with_prelude!("scripts/force_release.lua");
 const PEEK_LUA: &str = with_prelude!("scripts/peek.lua");
 const RAISE_FENCE_LUA: &str = with_prelude!("scripts/raise_fence.lua");
 const COUNTERS_LUA: &str = with_prelude!("scripts/counters.lua");
+const DRY_RUN_LUA: &str = with_prelude!("scripts/dry_run.lua");
 
 pub(super) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_LUA));
 pub(super) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
@@ -44,9 +45,10 @@ pub(super) static FORCE_RELEASE: LazyLock<Script> =
 pub(super) static PEEK: LazyLock<Script> = LazyLock::new(|| Script::new(PEEK_LUA));
 pub(super) static RAISE_FENCE: LazyLock<Script> = LazyLock::new(|| Script::new(RAISE_FENCE_LUA));
 pub(super) static COUNTERS: LazyLock<Script> = LazyLock::new(|| Script::new(COUNTERS_LUA));
+pub(super) static DRY_RUN: LazyLock<Script> = LazyLock::new(|| Script::new(DRY_RUN_LUA));
 
 /// Every script, loaded together the first time a server says it lacks one.
-pub(super) const ALL: [&str; 8] = [
+pub(super) const ALL: [&str; 9] = [
     ACQUIRE_LUA,
     RENEW_LUA,
     RELEASE_LUA,
@@ -55,6 +57,7 @@ pub(super) const ALL: [&str; 8] = [
     PEEK_LUA,
     RAISE_FENCE_LUA,
     COUNTERS_LUA,
+    DRY_RUN_LUA,
 ];
 
 /// The source of `script`, one of the above: for a server that will not load scripts.
@@ -960,6 +963,104 @@ impl FromRedisValue for CountersReply {
             waiters,
             now_ms,
             stale,
+        })
+    }
+}
+
+/// `dry_run.lua`: whether the user's ACL allows what a real run would send, and the
+/// `--once` record it would find; it writes nothing.
+pub(super) struct DryRun {
+    /// The lock's own key.
+    pub slot: Key,
+    pub limit_key: Key,
+    pub fence_key: Key,
+    pub queue: Key,
+    pub woken: Key,
+    pub supersede_key: Key,
+    pub replace_key: Key,
+    /// A token such as a run would have.
+    pub token: String,
+    pub channels: Channels,
+    pub limit: u32,
+    pub ttl: Duration,
+    /// The records and what a run would look for in them (`stamp_ms` unused: now).
+    pub once: OnceArgs,
+    pub supersede: bool,
+    pub replace: bool,
+}
+
+impl Call for DryRun {
+    type Reply = DryRunReply;
+    const SCRIPT: &'static LazyLock<Script> = &DRY_RUN;
+    const KEYS: &'static [&'static str] = &[
+        "1 slot",
+        "2 limit",
+        "3 fence",
+        "4 queue",
+        "5 woken",
+        "6 supersede",
+        "7 done",
+        "8 done_per",
+        "9 replace",
+    ];
+    const ARGV: &'static [&'static str] = &[
+        "token",
+        "wake_prefix",
+        "sharded",
+        "limit",
+        "ttl_ms",
+        "once_id",
+        "once_per_ms",
+        "remember_ms",
+        "supersede",
+        "replace",
+    ];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![
+            self.slot.clone(),
+            self.limit_key.clone(),
+            self.fence_key.clone(),
+            self.queue.clone(),
+            self.woken.clone(),
+            self.supersede_key.clone(),
+            self.once.done_key.clone(),
+            self.once.done_per_key.clone(),
+            self.replace_key.clone(),
+        ]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        vec![
+            self.token.clone().into_bytes(),
+            self.channels.wake_prefix.as_bytes().to_vec(),
+            self.channels.sharded_arg().to_vec(),
+            number(self.limit),
+            millis(self.ttl),
+            self.once.id.clone().into_bytes(),
+            millis(self.once.per),
+            millis(self.once.remember),
+            flag(self.supersede),
+            flag(self.replace),
+        ]
+    }
+}
+
+/// What `dry_run.lua` answered (a refused command is an error, naming it).
+#[derive(Debug, Clone)]
+pub(crate) struct DryRunReply {
+    /// Whether the server could judge the ACL without running anything (Redis 7, Valkey).
+    pub checked: bool,
+    /// The record of the work already done (`--once`, `--once-per`): `<when> <value>`.
+    pub done: Option<Vec<u8>>,
+}
+
+impl FromRedisValue for DryRunReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let (checked, done): (i64, Vec<u8>) = redis::from_redis_value(value)?;
+        Ok(DryRunReply {
+            checked: checked == 1,
+            done: Some(done).filter(|done| !done.is_empty()),
         })
     }
 }

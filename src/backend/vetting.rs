@@ -163,6 +163,30 @@ pub fn facts_from(replies: &[Value], connection: &mut Connection) -> Facts {
     Facts { memory, cluster }
 }
 
+/// What a server said to `INFO memory` and `INFO cluster`, each asked on its own (`--dry-run`,
+/// through the inspector's connections): `Err` is why it was refused. No `CONFIG GET`
+/// fallback here: a refused `INFO` leaves the memory unknown, and the run would be
+/// refused the same unless `CONFIG GET` is allowed.
+pub fn facts_from_texts(memory: Result<String, String>, cluster: Option<&str>) -> Facts {
+    let cluster = cluster
+        .and_then(|info| field(info, "cluster_enabled").map(|on| on == "1"))
+        .unwrap_or(false);
+    let memory = match memory {
+        Ok(info) => memory_from(
+            field(&info, "maxmemory"),
+            field(&info, "maxmemory_policy"),
+            "INFO memory",
+        ),
+        Err(refused) => Memory::Unknown(format!("it refused INFO ({refused})")),
+    };
+    Facts { memory, cluster }
+}
+
+/// The value of `name` in `INFO` text, for `--dry-run`'s other questions (role, version).
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    field(info, name)
+}
+
 /// `CONFIG GET maxmemory*`: the limit and the policy, among others.
 fn memory_from_config(connection: &mut Connection) -> Result<Memory, String> {
     let reply: RedisResult<Value> = redis::cmd("CONFIG")

@@ -16,6 +16,7 @@ use crate::backend::{
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
+use crate::ping::{PingConfig, PingUrl};
 use crate::report::{self, Verbosity};
 
 pub(crate) use durations::parse_duration;
@@ -74,13 +75,21 @@ pub struct Config {
     /// is ours): that run's `REDLOCK_TOKEN`. Whether it is the same lock, Redis says: the
     /// key holds that token there or not.
     pub outer_token: Option<String>,
+    /// `--ping URL` and `--max-skips N`.
+    pub ping: Option<Box<PingConfig>>,
+    /// `--dry-run`: check and look, write nothing, run nothing.
+    pub dry_run: bool,
 }
+
+/// The most consecutive skips `--max-skips` (a run's and `check`'s) and `--warn-skips` take:
+/// a higher count is a mistake, not a schedule.
+pub const MAX_SKIPS: u64 = 1_000_000;
 
 /// What the command line asks for.
 #[derive(Debug)]
 pub enum Task {
-    Run(Config),
-    Admin(AdminConfig),
+    Run(Box<Config>),
+    Admin(Box<AdminConfig>),
 }
 
 /// `status`, `list` or `release`.
@@ -129,24 +138,28 @@ pub struct Levels<T> {
     pub crit: Option<T>,
 }
 
-/// The most consecutive skips `--max-skips` and `--warn-skips` take.
-const MAX_SKIPS: u64 = 1_000_000;
-
 impl Task {
     /// Done first, before anything connects: keeps the Redis password out of core files, of
     /// `ps` (a password typed on the command line is overwritten, with a warning) and of
     /// any panic message.
     pub fn protect_secrets(&self) -> Result<()> {
-        let redis = match self {
+        let (redis, ping) = match self {
             Task::Run(config) => {
                 report::set_verbosity(config.verbosity);
-                &config.redis
+                (&config.redis, config.ping.as_ref())
             }
-            Task::Admin(config) => &config.redis,
+            Task::Admin(config) => (&config.redis, None),
         };
-        report::redact_panics(redis.secrets());
+        // The ping URL, hidden like a password: from panics always, from `ps` when typed.
+        let ping_pair = ping.map(|ping| (ping.url.as_given().to_string(), String::from("***")));
+        let mut secrets = redis.secrets();
+        secrets.extend(ping_pair.clone());
+        report::redact_panics(secrets);
         let typed = redis.typed_secrets();
-        crate::process::protect_secrets(&typed).context("cannot protect the Redis password")?;
+        let mut hidden = typed.clone();
+        hidden.extend(ping_pair.filter(|_| ping.is_some_and(|ping| ping.typed)));
+        crate::process::protect_secrets(&hidden)
+            .context("cannot protect the Redis password and the ping URL")?;
         if !typed.is_empty() {
             report::warn(format_args!(
                 "a Redis password given on the command line can be read by other users of \
@@ -159,7 +172,7 @@ impl Task {
 
     pub fn from_cli(cli: Cli) -> Result<Task> {
         let Some(admin) = cli.admin else {
-            return Config::from_args(cli.run).map(Task::Run);
+            return Config::from_args(cli.run).map(|config| Task::Run(Box::new(config)));
         };
         let (connection, action) = match admin {
             Admin::Status {
@@ -221,12 +234,12 @@ impl Task {
             }
         };
         let (redis, redis_timeout) = check_connection(&connection)?;
-        Ok(Task::Admin(AdminConfig {
+        Ok(Task::Admin(Box::new(AdminConfig {
             redis,
             prefix: Key::new(connection.prefix.as_bytes()),
             redis_timeout,
             action,
-        }))
+        })))
     }
 }
 
@@ -373,6 +386,7 @@ impl Config {
             }
         }
 
+        let ping = ping(args.ping.as_deref(), args.max_skips, args.ping_typed)?;
         let outer_token = outer_token(&key);
         let verbosity = if args.quiet {
             Verbosity::Quiet
@@ -409,13 +423,17 @@ impl Config {
             } else {
                 Eviction::Refused
             },
+            // The ping URL holds the check's key: never the command's, whatever
+            // --pass-redis-env says.
             hidden_env: if args.pass_redis_env {
-                Vec::new()
+                vec!["REDLOCK_PING"]
             } else {
                 secret_variables()
             },
             verbosity,
             outer_token,
+            ping,
+            dry_run: args.dry_run,
         })
     }
 
@@ -500,6 +518,30 @@ fn once(
     Ok(once)
 }
 
+/// `--ping` and `--max-skips`, checked; no error quotes the URL.
+fn ping(url: Option<&str>, max_skips: Option<u64>, typed: bool) -> Result<Option<Box<PingConfig>>> {
+    if let Some(n) = max_skips {
+        if !(1..=MAX_SKIPS).contains(&n) {
+            bail!("invalid --max-skips: it must be from 1 to {MAX_SKIPS}");
+        }
+    }
+    // An empty REDLOCK_PING is no ping, as an empty REDLOCK_PASSWORD is no password.
+    let Some(url) = url.filter(|url| !url.is_empty()) else {
+        if max_skips.is_some() {
+            bail!(
+                "--max-skips needs --ping (or REDLOCK_PING): it says when a skipped run pings \
+                 URL/fail"
+            );
+        }
+        return Ok(None);
+    };
+    Ok(Some(Box::new(PingConfig {
+        url: PingUrl::parse(url)?,
+        max_skips,
+        typed,
+    })))
+}
+
 fn outer_token(key: &Key) -> Option<String> {
     let outer_key = std::env::var_os("REDLOCK_KEY")?;
     if outer_key.as_bytes() != key.as_bytes() {
@@ -514,7 +556,7 @@ fn outer_token(key: &Key) -> Option<String> {
 /// its URLs has one (or a user part that may be one). Left to the command, they would hand
 /// it, and whatever it runs, the password to the lock server.
 fn secret_variables() -> Vec<&'static str> {
-    let mut names = vec!["REDLOCK_PASSWORD"];
+    let mut names = vec!["REDLOCK_PASSWORD", "REDLOCK_PING"];
     if std::env::var_os("REDLOCK_REDIS").is_some_and(|urls| holds_secret(&urls.to_string_lossy())) {
         names.push("REDLOCK_REDIS");
     }

@@ -8,7 +8,7 @@ fn config(args: &[&str]) -> Result<Config> {
     let mut argv = vec!["redlock-run"];
     argv.extend_from_slice(args);
     match Task::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))? {
-        Task::Run(config) => Ok(config),
+        Task::Run(config) => Ok(*config),
         Task::Admin(admin) => panic!("parsed as {admin:?}"),
     }
 }
@@ -154,7 +154,7 @@ fn admin(args: &[&str]) -> Result<AdminConfig> {
     let mut argv = vec!["redlock-run"];
     argv.extend_from_slice(args);
     match Task::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))? {
-        Task::Admin(admin) => Ok(admin),
+        Task::Admin(admin) => Ok(*admin),
         Task::Run(config) => panic!("parsed as {config:?}"),
     }
 }

@@ -26,7 +26,7 @@ pub(crate) fn minimal_rules(without: &[&str]) -> Vec<String> {
 }
 
 /// A server with the user `locker` holding `rules`; returns it with that user's URL.
-fn server_with_user(rules: &[String]) -> (RedisServer, String) {
+pub(crate) fn server_with_user(rules: &[String]) -> (RedisServer, String) {
     let server = RedisServer::start();
     let mut setuser = vec!["ACL", "SETUSER", "locker", "reset", "on"];
     let password = format!(">{PASSWORD}");

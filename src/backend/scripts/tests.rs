@@ -208,6 +208,26 @@ fn every_script_type_matches_its_header() {
             slot_prefix: key("{k}:slot:"),
         },
     );
+    check(
+        "dry_run.lua",
+        include_str!("dry_run.lua"),
+        &DryRun {
+            slot: key("k"),
+            limit_key: key("{k}:limit"),
+            fence_key: key("{k}:fence"),
+            queue: key("{k}:queue"),
+            woken: key("{k}:queue:woken"),
+            supersede_key: key("{k}:supersede"),
+            replace_key: key("{k}:replace"),
+            token: String::from("t"),
+            channels: channels(false),
+            limit: 1,
+            ttl: second,
+            once: OnceArgs::default(),
+            supersede: false,
+            replace: false,
+        },
+    );
 }
 
 #[test]

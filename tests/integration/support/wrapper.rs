@@ -85,6 +85,11 @@ impl Wrapper {
         self
     }
 
+    pub fn env_remove<K: AsRef<OsStr>>(mut self, k: K) -> Wrapper {
+        self.cmd.env_remove(k);
+        self
+    }
+
     pub fn timeout(mut self, t: Duration) -> Wrapper {
         self.timeout = t;
         self
