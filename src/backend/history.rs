@@ -161,7 +161,7 @@ impl History {
                         node.cursor = newest.id.clone();
                     }
                     for entry in entries {
-                        self.tally.add(index, entry);
+                        self.tally.count(index, entry);
                     }
                 }
                 Err(err) if !quorum => return Err(err),
@@ -368,34 +368,38 @@ impl Tally {
     /// Counts `entry` as recorded by `node`; the event when this made it reach a majority
     /// for the first time and it was not shown yet (it is then counted as shown).
     fn add(&mut self, node: usize, entry: Entry) -> Option<Entry> {
+        let majority = self.majority;
+        let seen = self.count(node, entry);
+        if seen.shown || seen.nodes.len() < majority {
+            return None;
+        }
+        seen.shown = true;
+        Some(seen.first.clone())
+    }
+
+    /// Counts `entry` as recorded by `node`, without showing anything.
+    fn count(&mut self, node: usize, entry: Entry) -> &mut Seen {
         let identity = self.identity(&entry);
-        let seen = match self.seen.get_mut(&identity) {
-            Some(seen) => seen,
-            None => {
-                if self.order.len() >= REMEMBERED {
-                    if let Some(oldest) = self.order.pop_front() {
-                        self.seen.remove(&oldest);
-                    }
+        if !self.seen.contains_key(&identity) {
+            if self.order.len() >= REMEMBERED {
+                if let Some(oldest) = self.order.pop_front() {
+                    self.seen.remove(&oldest);
                 }
-                self.order.push_back(identity.clone());
-                self.seen.entry(identity).or_insert(Seen {
-                    nodes: Vec::new(),
-                    first: entry.clone(),
-                    shown: false,
-                })
             }
-        };
+            self.order.push_back(identity.clone());
+        }
+        let seen = self.seen.entry(identity).or_insert_with(|| Seen {
+            nodes: Vec::new(),
+            first: entry.clone(),
+            shown: false,
+        });
         if !seen.nodes.contains(&node) {
             seen.nodes.push(node);
         }
         if entry.order() < seen.first.order() {
             seen.first = entry;
         }
-        if seen.shown || seen.nodes.len() < self.majority {
-            return None;
-        }
-        seen.shown = true;
-        Some(seen.first.clone())
+        seen
     }
 
     /// Every event a majority recorded and not shown yet, by time; all counted as shown.
@@ -620,6 +624,22 @@ mod tests {
             .expect("two of three");
         assert_eq!(shown.id, "10-0");
         assert_eq!(tally.add(2, entry("25-0", &acquired)), None, "shown once");
+        assert!(tally.shown_now().is_empty());
+    }
+
+    #[test]
+    fn what_was_counted_is_shown_by_time_then_never_again() {
+        let mut tally = Tally::new(3);
+        let acquired = [("event", "acquired"), ("token", "a")];
+        let busy = [("event", "busy"), ("token", "b")];
+        tally.count(0, entry("30-0", &busy));
+        tally.count(1, entry("31-0", &busy));
+        tally.count(0, entry("20-0", &acquired));
+        tally.count(2, entry("21-0", &acquired));
+        tally.count(2, entry("40-0", &[("event", "lost"), ("token", "a")]));
+        let ids: Vec<String> = tally.shown_now().into_iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["20-0", "30-0"]);
+        assert_eq!(tally.add(1, entry("22-0", &acquired)), None);
         assert!(tally.shown_now().is_empty());
     }
 

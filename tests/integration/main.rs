@@ -9,6 +9,7 @@ mod errors;
 mod exclusion;
 mod exit_codes;
 mod faults;
+mod history_command;
 mod keys;
 mod lease;
 mod logs;
