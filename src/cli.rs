@@ -258,6 +258,23 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub limit: u32,
 
+    /// Keep the last N events of the lock in Redis, with its counters; 0 records nothing
+    ///
+    /// Each run appends its events (acquired, released, busy, timeout, lost, expired, ...)
+    /// to the stream {KEY}:history, capped at N entries, and counts them in the hash
+    /// {KEY}:stats, inside the scripts it runs anyway: no extra round trip. Nothing secret
+    /// goes there: the host, pid, program name and label that `status` shows. Memory, per
+    /// lock: about 22 kB for 100 events (0.2 kB an event) and 0.3 kB for the counters
+    /// (measured with MEMORY USAGE, Redis 7). 0 writes neither key. At most 1000000.
+    #[arg(
+        long,
+        value_name = "N",
+        env = "REDLOCK_HISTORY",
+        default_value_t = 100,
+        value_parser = clap::value_parser!(u32).range(0..=1_000_000)
+    )]
+    pub history: u32,
+
     /// Take the lock in the order the waiters arrived (first come, first served)
     ///
     /// Every waiter is queued in Redis; a --fair one goes ahead only when fewer live waiters

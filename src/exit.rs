@@ -93,7 +93,7 @@ impl Outcome {
 }
 
 /// The shell's convention: the exit status, or 128+N for a child that died of signal N.
-fn status_code(status: ExitStatus) -> u8 {
+pub fn status_code(status: ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
         (Some(code), _) => code as u8,
         (None, Some(signal)) => signal_code(signal),

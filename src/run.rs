@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{self, is_try_later, Attempt, LockBackend, LockRequest, Released};
+use crate::backend::{
+    self, is_try_later, Attempt, HoldEnd, LockBackend, LockRequest, Recording, Released,
+};
 use crate::config::{Config, Wait};
 use crate::event::Event;
 use crate::exit::{self, Outcome};
@@ -52,6 +54,10 @@ struct RunRecord {
     acquired: Option<Instant>,
     released: Option<Instant>,
     renewals: u32,
+    /// After a run that did not run its command (busy on its last try, timed out,
+    /// superseded, already done): the lock's consecutive skips, this one included, as the
+    /// lock's counters (`{K}:stats`) hold them; `None` when not recorded.
+    skips: Option<u64>,
 }
 
 /// `finished: waited 0s, held 2.5s, renewed 3 times, exit 0`, with `-v`; in JSON with the
@@ -132,6 +138,11 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         supersede: config.supersede,
         once: (*config.once).clone(),
         replace: config.replace,
+        recording: Recording {
+            history: config.history,
+            final_try: config.wait == Wait::For(Duration::ZERO),
+            ..Recording::default()
+        },
         ..LockRequest::new(
             config.key.clone(),
             config.timing.ttl,
@@ -149,7 +160,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         backend.describe()
     ));
     let (mut backend, sent_at, fence, waited_guardian) =
-        match acquire(backend, config, &events_tx, &events)? {
+        match acquire(backend, config, &events_tx, &events, &mut record.skips)? {
             Acquisition::Held {
                 backend,
                 sent_at,
@@ -257,6 +268,17 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     if succeeded && config.once.is_on() {
         renew::lock_backend(&backend).record_success();
     }
+    // The lock's history records how the hold ended, in the release's own script.
+    renew::lock_backend(&backend).end_hold(HoldEnd {
+        exit_code: supervised
+            .as_ref()
+            .ok()
+            .map(|s| exit::status_code(s.status)),
+        success: succeeded,
+        replaced: supervised
+            .as_ref()
+            .is_ok_and(|s| s.ending == Ending::Replaced),
+    });
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
     let found = release(&mut **renew::lock_backend(&backend), config, &lease);
     record.released = Some(Instant::now());
@@ -338,6 +360,7 @@ fn acquire(
     config: &Config,
     events_tx: &Sender<Event>,
     events: &Receiver<Event>,
+    skips: &mut Option<u64>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
     let waits = config.wait != Wait::For(Duration::ZERO);
@@ -351,12 +374,28 @@ fn acquire(
             })
         }
         // Only a waiter that has arrived is superseded; handled as in the wait all the same.
-        Ok(Attempt::Superseded { newer }) => {
+        Ok(Attempt::Superseded {
+            newer,
+            skips: count,
+        }) => {
+            *skips = count;
             backend.abandon();
             return Ok(superseded(config, newer.as_deref()));
         }
-        Ok(Attempt::Done { record }) => return Ok(already_done(config, &record)),
-        Ok(Attempt::Busy { holder, ahead, .. }) => {
+        Ok(Attempt::Done {
+            record,
+            skips: count,
+        }) => {
+            *skips = count;
+            return Ok(already_done(config, &record));
+        }
+        Ok(Attempt::Busy {
+            holder,
+            ahead,
+            skips: count,
+            ..
+        }) => {
+            *skips = count;
             let blocker = Blocker { holder, ahead };
             refuse_nested(config, &blocker)?;
             Some(blocker)
@@ -407,9 +446,16 @@ fn acquire(
             guardian,
         }),
         // The script left the queue, handing on any wake-up.
-        Waited::Done { record } => Ok(already_done(config, &record)),
+        Waited::Done {
+            record,
+            skips: count,
+        } => {
+            *skips = count;
+            Ok(already_done(config, &record))
+        }
         Waited::TimedOut => {
-            backend.abandon();
+            // Leaves the queue and records the timeout (a skip) in the same script.
+            *skips = backend.give_up();
             report::info_as(
                 report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
@@ -431,7 +477,11 @@ fn acquire(
                 report::duration(started.elapsed())
             )))
         }
-        Waited::Superseded { newer } => {
+        Waited::Superseded {
+            newer,
+            skips: count,
+        } => {
+            *skips = count;
             backend.abandon();
             Ok(superseded(config, newer.as_deref()))
         }

@@ -100,6 +100,8 @@ pub enum Waited {
     /// `--once`, `--once-per`: the work was done meanwhile (`record`: see `Attempt::Done`).
     Done {
         record: Vec<u8>,
+        /// The consecutive skips, this one included (see `Attempt::Busy::skips`).
+        skips: Option<u64>,
     },
     /// The deadline passed while Redis could not be reached (the last attempt failed so).
     Unreachable(anyhow::Error),
@@ -111,6 +113,8 @@ pub enum Waited {
     /// left the queue.
     Superseded {
         newer: Option<Vec<u8>>,
+        /// The consecutive skips, this one included (see `Attempt::Busy::skips`).
+        skips: Option<u64>,
     },
 }
 
@@ -243,13 +247,16 @@ pub fn wait_for_lock(
                 Ok(Attempt::Acquired { sent_at, fence }) => {
                     return Ok(Waited::Acquired { sent_at, fence })
                 }
-                Ok(Attempt::Superseded { newer }) => return Ok(Waited::Superseded { newer }),
-                Ok(Attempt::Done { record }) => return Ok(Waited::Done { record }),
+                Ok(Attempt::Superseded { newer, skips }) => {
+                    return Ok(Waited::Superseded { newer, skips })
+                }
+                Ok(Attempt::Done { record, skips }) => return Ok(Waited::Done { record, skips }),
                 Ok(Attempt::Busy {
                     holder_ttl,
                     holder,
                     ahead,
                     split,
+                    ..
                 }) => {
                     failures = 0;
                     last_failure = None;

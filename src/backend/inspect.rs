@@ -12,11 +12,12 @@ use anyhow::Result;
 
 use super::connection::Link;
 use super::layout::{
-    limit_key, lock_of_internal_key, queue_keys, replace_key, slot_key, Channels, Holder, Key,
-    MAX_LIMIT,
+    limit_key, lock_of_internal_key, process_metadata, queue_keys, record_keys, replace_key,
+    slot_key, slot_number, Channels, Holder, Key, Recording, MAX_LIMIT,
 };
+use super::protocol::warn_recorded;
 use super::quorum::majority;
-use super::scripts::{ForceRelease, Peek, PeekReply};
+use super::scripts::{ForceRelease, Peek, PeekReply, RecordArgs};
 use super::Deployment;
 
 /// How many keys one SCAN step asks for.
@@ -394,14 +395,27 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
         return Ok(Forced::Changed);
     };
     let [queue, woken] = queue_keys(lock_key);
+    let [history_key, stats_key] = record_keys(lock_key);
     let force = ForceRelease {
         slot: slot.key.clone(),
         queue,
         woken,
         value: value.clone(),
         channels: Channels::of(lock_key, link.is_cluster()),
+        recording: RecordArgs {
+            history_key,
+            stats_key,
+            max: Recording::DEFAULT_HISTORY,
+        },
+        slot_number: slot_number(lock_key, &slot.key),
+        by: process_metadata(),
     };
-    link.call(None, |session| session.run(&force))
+    let server = link.display().to_string();
+    link.call(None, |session| {
+        let reply = session.run(&force)?;
+        warn_recorded(&reply.recorded, lock_key, &server);
+        Ok(reply.forced)
+    })
 }
 
 fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {

@@ -90,6 +90,34 @@ pub struct LockRequest {
     pub once: Once,
     /// `--replace`: while the lock is held, ask its holder to stop, and be served next.
     pub replace: bool,
+    /// What the scripts record in the lock's history and counters.
+    pub recording: Recording,
+}
+
+/// What a run records in the lock's history (`{K}:history`) and counters (`{K}:stats`).
+#[derive(Debug, Clone, Copy)]
+pub struct Recording {
+    /// `--history N`: the stream's cap; 0 records nothing, neither history nor counters.
+    pub history: u32,
+    /// When the run started: an acquisition or a timeout records the time waited since.
+    pub started: std::time::Instant,
+    /// The run does not wait: a busy answer is its last, recorded as `busy`.
+    pub final_try: bool,
+}
+
+impl Recording {
+    /// `--history`'s default.
+    pub const DEFAULT_HISTORY: u32 = 100;
+}
+
+impl Default for Recording {
+    fn default() -> Self {
+        Recording {
+            history: Recording::DEFAULT_HISTORY,
+            started: std::time::Instant::now(),
+            final_try: false,
+        }
+    }
 }
 
 /// What `--once ID` and `--once-per DUR` ask of a run: not to run its command when a run of
@@ -148,6 +176,7 @@ impl LockRequest {
             supersede: false,
             once: Once::default(),
             replace: false,
+            recording: Recording::default(),
         }
     }
 
@@ -256,9 +285,34 @@ pub fn replace_key(key: &Key) -> Key {
     sibling_key(key, b":replace")
 }
 
+/// This process as a JSON object, `{"host":…,"pid":…,"program":"redlock-run"}`: who
+/// forced a release (`release --force`), in the lock's history.
+pub fn process_metadata() -> String {
+    format!(
+        "{{\"host\":{},\"pid\":{},\"program\":\"redlock-run\"}}",
+        json_string(&hostname()),
+        std::process::id()
+    )
+}
+
+/// The number of the slot `slot` of the lock `key` (1 for the key itself, N for
+/// `{K}:slot:N`); 1 for anything else.
+pub fn slot_number(key: &Key, slot: &Key) -> u32 {
+    let stem = sibling_key(key, b":slot:");
+    slot.as_bytes()
+        .strip_prefix(stem.as_bytes())
+        .and_then(|digits| std::str::from_utf8(digits).ok()?.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The lock's history (a stream) and counters (a hash): `{K}:history`, `{K}:stats`.
+pub fn record_keys(key: &Key) -> [Key; 2] {
+    [sibling_key(key, b":history"), sibling_key(key, b":stats")]
+}
+
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 9] = [
+const INTERNAL_SUFFIXES: [&[u8]; 11] = [
     b":fence",
     b":supersede",
     b":done",
@@ -268,6 +322,8 @@ const INTERNAL_SUFFIXES: [&[u8]; 9] = [
     b":queue:woken",
     b":queue:alive",
     b":replace",
+    b":history",
+    b":stats",
 ];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past

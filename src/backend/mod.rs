@@ -38,6 +38,7 @@ use anyhow::Result;
 
 pub use error::{is_refused_by_acl, is_transient, is_try_later};
 pub use key::shown;
+pub use layout::Recording;
 pub use layout::{
     colocates, lock_of_internal_key, shares_keys_with, Holder, Key, LockRequest, Once, MAX_KEY_LEN,
     MAX_LABEL_LEN, MAX_LIMIT,
@@ -87,15 +88,40 @@ pub enum Attempt {
         /// will let go. Retry after a short random pause, not on the next release notice,
         /// so that contenders do not collide again in lockstep.
         split: bool,
+        /// On a run's final attempt (one that does not wait): the consecutive skips of this
+        /// lock, this one included, as `{K}:stats` counts them; `None` when not recorded.
+        skips: Option<u64>,
     },
     /// With `--supersede`: a newer superseding waiter arrived while this one waited (on a
     /// majority of the Redlock nodes). `newer` is its value: its identity and metadata.
     /// This waiter has left the queue.
-    Superseded { newer: Option<Vec<u8>> },
+    Superseded {
+        newer: Option<Vec<u8>>,
+        /// The consecutive skips, this one included (see `Busy::skips`).
+        skips: Option<u64>,
+    },
     /// `--once`, `--once-per`: a run of this key already did the work (with Redlock, so
     /// say a majority of the nodes). `record` is `<when, server ms> <that holder's value>`.
     /// Nothing was taken.
-    Done { record: Vec<u8> },
+    Done {
+        record: Vec<u8>,
+        /// The consecutive skips, this one included (see `Busy::skips`).
+        skips: Option<u64>,
+    },
+}
+
+/// How a hold ended, told to the backend before the release, which records it in the
+/// lock's history and counters (`{K}:history`, `{K}:stats`) in the same script.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HoldEnd {
+    /// The command's status as redlock-run reports it (its exit code, 128+N for a
+    /// signal); `None` when it never ran.
+    pub exit_code: Option<u8>,
+    /// It exited 0 on its own: the release records the last success, and the consecutive
+    /// skips start again from 0.
+    pub success: bool,
+    /// Another run took over (`--replace`): recorded as `replaced`.
+    pub replaced: bool,
 }
 
 /// The result of one renewal.
@@ -240,8 +266,16 @@ pub trait LockBackend: Send {
     /// `--once-per`), in the same script, so that the record and the release are one step.
     fn record_success(&mut self);
 
+    /// How the hold ended: the next release records it (see [`HoldEnd`]).
+    fn end_hold(&mut self, end: HoldEnd);
+
     /// Stop waiting: leave the waiters' queue, if in it. Best effort, bounded by the timeout.
     fn abandon(&mut self);
+
+    /// The wait ran out (`--wait`): leave the queue as `abandon` does, and record a
+    /// `timeout` (unless `--history 0`). Returns the consecutive skips of this lock, this
+    /// one included; `None` when not recorded. Bounded by the timeout.
+    fn give_up(&mut self) -> Option<u64>;
 
     /// Between a waiter's tries: closes the command connection, so that a waiting process
     /// holds one connection to Redis, its subscription's (10,000 waiting hosts then fit in

@@ -10,6 +10,7 @@
 //! replica to have it, so that a failover right after it is unlikely to lose the key and
 //! the fence.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -18,16 +19,19 @@ use anyhow::{anyhow, Context, Result};
 use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later};
 use super::layout::{
-    done_keys, fence_key, limit_key, queue_keys, replace_key, supersede_key, Channels, Key,
-    LockRequest,
+    done_keys, fence_key, limit_key, queue_keys, record_keys, replace_key, supersede_key, Channels,
+    Key, LockRequest,
 };
 use super::notices;
 use super::scripts::{
-    Acquire, Acquisition, Extended, LeaveQueue, OnceArgs, RaiseFence, Release, ReleaseReply, Renew,
+    Acquire, Acquisition, Extended, LeaveQueue, OnceArgs, RaiseFence, RecordArgs, Recorded,
+    Release, ReleaseReply, Renew,
 };
 use super::target::RedisTarget;
 use super::vetting::{self, Eviction};
-use super::{Attempt, LockBackend, NoticeSink, Released, Renewal, Subscription, TakeoverListener};
+use super::{
+    Attempt, HoldEnd, LockBackend, NoticeSink, Released, Renewal, Subscription, TakeoverListener,
+};
 use crate::{lease, report};
 
 /// Pauses between sends of a release that the server answered "not now".
@@ -60,6 +64,14 @@ pub struct SingleRedis {
     stamp_ms: Option<u64>,
     /// The command succeeded: the release records the work as done.
     record: bool,
+    /// The slot this holder has, by number, and the fence this server gave it: what its
+    /// value here is, for the history.
+    slot_number: u32,
+    fence: Option<u64>,
+    /// How the hold ended (`LockBackend::end_hold`).
+    ending: HoldEnd,
+    /// A renewal recorded this holder's loss on this server: the release does not again.
+    lost_recorded: bool,
 }
 
 impl SingleRedis {
@@ -84,7 +96,33 @@ impl SingleRedis {
             arrived: false,
             stamp_ms: None,
             record: false,
+            slot_number: 1,
+            fence: None,
+            ending: HoldEnd::default(),
+            lost_recorded: false,
         })
+    }
+
+    /// Where the lock's history and counters go, and the stream's cap (0: nowhere).
+    fn record_args(&self) -> RecordArgs {
+        let [history_key, stats_key] = record_keys(&self.lock.key);
+        RecordArgs {
+            history_key,
+            stats_key,
+            max: self.lock.recording.history,
+        }
+    }
+
+    /// This holder's value as it wrote it here; empty before it holds.
+    fn value(&self) -> String {
+        self.fence.map_or_else(String::new, |fence| {
+            format!("{},\"fence\":{fence}{}", self.identity, self.lock.metadata)
+        })
+    }
+
+    /// How the hold ended: the next release (`release_announcing` with `Some`) records it.
+    pub fn end_hold(&mut self, end: HoldEnd) {
+        self.ending = end;
     }
 
     /// Makes the next acquisition learn the server's `run_id` into `id`, in the same script
@@ -121,7 +159,11 @@ impl SingleRedis {
 
     /// One attempt to take the lock, as `LockBackend::try_acquire`, giving up at `deadline`
     /// (a Redlock node must answer within the acquisition's round).
-    pub fn try_acquire_until(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
+    pub fn try_acquire_until(
+        &mut self,
+        deadline: Option<Instant>,
+        waited: Duration,
+    ) -> Result<Attempt> {
         let limit = self.lock.limit;
         let [queue, woken] = queue_keys(&self.lock.key);
         let acquire = Acquire {
@@ -146,6 +188,9 @@ impl SingleRedis {
             arrived: self.arrived,
             once: self.once_args(),
             replace: self.lock.replace,
+            recording: self.record_args(),
+            waited,
+            final_try: self.lock.recording.final_try,
         };
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
@@ -169,28 +214,30 @@ impl SingleRedis {
             // The server is asked whether it can keep a lock at all in the same write as the
             // first acquisition on each connection (`vetting`): the answer comes after the
             // script ran, and a lock taken on an unfit server is let go at once.
-            let reply: Result<(Acquisition, Instant)> = self.link.call(Some(end), |session| {
-                session.vet();
-                let reply = session.run(&acquire)?;
-                let sent_at = session.sent_at.unwrap_or_else(Instant::now);
-                let taken = match reply.outcome {
-                    Acquisition::Acquired { slot, .. } => Some(slot),
-                    _ => None,
-                };
-                if let Some(unfit) = vetting::unfit(session.facts.as_ref(), eviction, cluster) {
-                    return Err(anyhow::Error::new(Refused(unfit, taken)));
-                }
-                warn_repaired(reply.repaired, key, &server);
-                warn_foreign(reply.foreign, key, &server, "read as no record");
-                if let Some(id) = server_id.filter(|_| !reply.run_id.is_empty()) {
-                    let _ = id.set(reply.run_id);
-                }
-                stamp_ms = stamp_ms.or(reply.stamp_ms);
-                if taken.is_some() {
-                    confirm_replicated(session, replica_wait, key);
-                }
-                Ok((reply.outcome, sent_at))
-            });
+            let reply: Result<(Acquisition, Option<u64>, Instant)> =
+                self.link.call(Some(end), |session| {
+                    session.vet();
+                    let reply = session.run(&acquire)?;
+                    let sent_at = session.sent_at.unwrap_or_else(Instant::now);
+                    let taken = match reply.outcome {
+                        Acquisition::Acquired { slot, .. } => Some(slot),
+                        _ => None,
+                    };
+                    if let Some(unfit) = vetting::unfit(session.facts.as_ref(), eviction, cluster) {
+                        return Err(anyhow::Error::new(Refused(unfit, taken)));
+                    }
+                    warn_repaired(reply.repaired, key, &server);
+                    warn_foreign(reply.foreign, key, &server, "read as no record");
+                    warn_recorded(&reply.recorded, key, &server);
+                    if let Some(id) = server_id.filter(|_| !reply.run_id.is_empty()) {
+                        let _ = id.set(reply.run_id);
+                    }
+                    stamp_ms = stamp_ms.or(reply.stamp_ms);
+                    if taken.is_some() {
+                        confirm_replicated(session, replica_wait, key);
+                    }
+                    Ok((reply.outcome, reply.skips, sent_at))
+                });
             let reply = match reply {
                 Err(err) => match err.downcast::<Refused>() {
                     Ok(Refused(unfit, taken)) => return Err(self.refuse(&unfit, taken)),
@@ -200,8 +247,10 @@ impl SingleRedis {
             };
             self.stamp_ms = stamp_ms;
             match reply {
-                Ok((Acquisition::Acquired { slot, fence }, sent_at)) => {
+                Ok((Acquisition::Acquired { slot, fence }, _, sent_at)) => {
                     self.held = Some(self.lock.slot_key(slot));
+                    self.slot_number = slot;
+                    self.fence = fence;
                     let fence = fence.ok_or_else(|| {
                         anyhow!(
                             "{} holds no counter redlock-run can read; the lock expires by \
@@ -217,6 +266,7 @@ impl SingleRedis {
                         holder,
                         ahead,
                     },
+                    skips,
                     _,
                 )) => {
                     self.arrived = true;
@@ -225,14 +275,17 @@ impl SingleRedis {
                         holder,
                         ahead,
                         split: false,
+                        skips,
                     });
                 }
-                Ok((Acquisition::Superseded { newer }, _)) => {
+                Ok((Acquisition::Superseded { newer }, skips, _)) => {
                     self.arrived = true;
-                    return Ok(Attempt::Superseded { newer });
+                    return Ok(Attempt::Superseded { newer, skips });
                 }
-                Ok((Acquisition::Done { record }, _)) => return Ok(Attempt::Done { record }),
-                Ok((Acquisition::OtherLimit { other }, _)) => {
+                Ok((Acquisition::Done { record }, skips, _)) => {
+                    return Ok(Attempt::Done { record, skips })
+                }
+                Ok((Acquisition::OtherLimit { other }, _, _)) => {
                     let other = match other {
                         0 => String::from("a value redlock-run did not write"),
                         n => format!("--limit {n}"),
@@ -256,7 +309,7 @@ impl SingleRedis {
             self.held = Some(self.lock.slot_key(slot));
             let deadline = Instant::now() + self.link.timeout();
             let notice = format!("{}#0", self.identity);
-            if let Err(err) = self.release_announcing(None, deadline, &notice) {
+            if let Err(err) = self.release_announcing(None, deadline, &notice, None) {
                 report::warn(format_args!(
                     "cannot let go of {} at once ({err:#}); it expires by its TTL",
                     self.lock.key
@@ -283,11 +336,15 @@ impl SingleRedis {
     /// release to waiters with `notice`: the same text on every node of one Redlock release
     /// and different for each release, so that a waiter listening on several nodes acts on
     /// each release once. An empty `notice` wakes no one.
+    ///
+    /// `ending`: how the hold ended, recorded in the lock's history in the same script;
+    /// `None` records nothing (an attempt letting go of what it took).
     pub fn release_announcing(
         &mut self,
         keep_for: Option<Duration>,
         deadline: Instant,
         notice: &str,
+        ending: Option<HoldEnd>,
     ) -> Result<Released> {
         let [queue, woken] = queue_keys(&self.lock.key);
         let release = Release {
@@ -307,6 +364,11 @@ impl SingleRedis {
             grace: self.lock.ttl,
             record: self.record,
             once: self.once_args(),
+            recording: self.record_args(),
+            slot_number: self.slot_number,
+            ending,
+            lost_recorded: self.lost_recorded,
+            value: self.value(),
         };
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent
@@ -319,7 +381,9 @@ impl SingleRedis {
                     released,
                     repaired,
                     foreign,
+                    recorded,
                 } = session.run(&release)?;
+                warn_recorded(&recorded, lock_key, &server);
                 warn_repaired(repaired, lock_key, &server);
                 warn_foreign(
                     foreign,
@@ -343,6 +407,40 @@ impl SingleRedis {
 }
 
 impl SingleRedis {
+    /// Leaves the waiters' queue (`abandon`); with `timed_out` (the time waited), as a
+    /// wait that ran out, recorded as `timeout`: returns the consecutive skips then.
+    fn leave_queue(&mut self, timed_out: Option<Duration>) -> Option<u64> {
+        // A waiter that never listened never joined the queue. One that did is dropped
+        // from it anyway once its connection closes (the next wake-up finds nobody on its
+        // channel); leaving now passes on a wake-up it may have been sent meanwhile. A
+        // takeover asked for (`--replace`) ends here too, listening or not.
+        let recording = timed_out.is_some() && self.lock.recording.history > 0;
+        if !self.listening && !self.lock.replace && !recording {
+            return None;
+        }
+        let [queue, woken] = queue_keys(&self.lock.key);
+        let leave = LeaveQueue {
+            queue,
+            woken,
+            replace_key: replace_key(&self.lock.key),
+            token: self.lock.token.clone(),
+            identity: self.identity.clone(),
+            channels: self.channels.clone(),
+            grace: self.lock.ttl,
+            recording: self.record_args(),
+            timed_out: timed_out.is_some(),
+            metadata: self.lock.metadata.clone(),
+            waited: timed_out.unwrap_or_default(),
+        };
+        let (key, server) = (&self.lock.key, self.link.display().to_string());
+        let left = self.link.call(None, |session| {
+            let left = session.run(&leave)?;
+            warn_recorded(&left.recorded, key, &server);
+            Ok(left)
+        });
+        left.ok().and_then(|left| left.skips)
+    }
+
     /// A release that was sent but failed (its reply lost, a timeout, a script error after
     /// its delete) may have taken effect all the same: looks again, on a new connection,
     /// before saying that it did not. The key gone or another's: taken as released, since
@@ -377,7 +475,8 @@ impl SingleRedis {
 
 impl LockBackend for SingleRedis {
     fn try_acquire(&mut self, deadline: Option<Instant>) -> Result<Attempt> {
-        self.try_acquire_until(deadline)
+        let waited = self.lock.recording.started.elapsed();
+        self.try_acquire_until(deadline, waited)
     }
 
     fn renew(&mut self, deadline: Instant, takeover_heard: bool) -> Result<Renewal> {
@@ -392,12 +491,24 @@ impl LockBackend for SingleRedis {
             identity: self.identity.clone(),
             ttl: self.lock.ttl,
             limit: self.lock.limit,
+            // Once only; and not in a cluster (see `Renew::recording`).
+            recording: (self.lock.recording.history > 0
+                && !self.lost_recorded
+                && !self.link.is_cluster())
+            .then(|| self.record_args()),
+            slot_number: self.slot_number,
+            value: self.value(),
         };
+        let (key, server) = (&self.lock.key, self.link.display().to_string());
         let (Extended(extended, replace_by), sent_at) =
             self.link.call(Some(deadline), |session| {
-                let extended = session.run(&renew)?;
-                Ok((extended, session.sent_at.unwrap_or_else(Instant::now)))
+                let reply = session.run(&renew)?;
+                warn_recorded(&reply.recorded, key, &server);
+                Ok((reply.extended, session.sent_at.unwrap_or_else(Instant::now)))
             })?;
+        if !extended && renew.recording.is_some() {
+            self.lost_recorded = true;
+        }
         Ok(if extended {
             Renewal::Extended {
                 sent_at,
@@ -411,32 +522,25 @@ impl LockBackend for SingleRedis {
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
         // One process releases once, so any fixed suffix keeps its notices distinct.
         let notice = format!("{}#0", self.identity);
-        self.release_announcing(keep_for, deadline, &notice)
+        let ending = self.ending;
+        self.release_announcing(keep_for, deadline, &notice, Some(ending))
     }
 
     fn record_success(&mut self) {
         SingleRedis::record_success(self);
     }
 
+    fn end_hold(&mut self, end: HoldEnd) {
+        SingleRedis::end_hold(self, end);
+    }
+
     fn abandon(&mut self) {
-        // A waiter that never listened never joined the queue. One that did is dropped
-        // from it anyway once its connection closes (the next wake-up finds nobody on its
-        // channel); leaving now passes on a wake-up it may have been sent meanwhile. A
-        // takeover asked for (`--replace`) ends here too, listening or not.
-        if !self.listening && !self.lock.replace {
-            return;
-        }
-        let [queue, woken] = queue_keys(&self.lock.key);
-        let leave = LeaveQueue {
-            queue,
-            woken,
-            replace_key: replace_key(&self.lock.key),
-            token: self.lock.token.clone(),
-            identity: self.identity.clone(),
-            channels: self.channels.clone(),
-            grace: self.lock.ttl,
-        };
-        let _ = self.link.call(None, |session| session.run(&leave));
+        self.leave_queue(None);
+    }
+
+    fn give_up(&mut self) -> Option<u64> {
+        let waited = self.lock.recording.started.elapsed();
+        self.leave_queue(Some(waited))
     }
 
     fn rest(&mut self) {
@@ -572,6 +676,49 @@ fn warn_foreign(foreign: u32, key: &Key, server: &str, what: &str) {
             report::warn(format_args!(
                 "{record} on {server} is not a --once record redlock-run wrote (another \
                  type: another application's data); left alone, {what}"
+            ));
+        }
+    }
+}
+
+/// The recording refusals already warned of in this process: each is said once per run,
+/// whatever the number of scripts and Redlock nodes that meet it.
+static RECORDING_WARNED: AtomicU32 = AtomicU32::new(0);
+
+/// Warns, once per run for each kind, that a script could not record to the lock's history
+/// or counters (`record` in `scripts/prelude.lua`): a command refused, named, or a key of
+/// another type, named. The lock was not affected.
+pub(super) fn warn_recorded(recorded: &Recorded, key: &Key, server: &str) {
+    if recorded.flags == 0 {
+        return;
+    }
+    let new = recorded.flags & !RECORDING_WARNED.fetch_or(recorded.flags, Ordering::Relaxed);
+    let [history, stats] = record_keys(key);
+    let refused = if recorded.refused.is_empty() {
+        String::from("a command")
+    } else {
+        report::escape(&recorded.refused).to_string()
+    };
+    if new & (Recorded::HISTORY_REFUSED | Recorded::STATS_REFUSED) != 0 {
+        let on = match recorded.flags & (Recorded::HISTORY_REFUSED | Recorded::STATS_REFUSED) {
+            Recorded::HISTORY_REFUSED => history.to_string(),
+            Recorded::STATS_REFUSED => stats.to_string(),
+            _ => format!("{history} and {stats}"),
+        };
+        report::warn(format_args!(
+            "{server} refused {refused} on {on} (see docs/security.md for the ACL): this run's \
+             history and counters are not recorded there; the lock is not affected"
+        ));
+    }
+    for (bit, name, kind) in [
+        (Recorded::HISTORY_WRONG_TYPE, &history, "stream"),
+        (Recorded::STATS_WRONG_TYPE, &stats, "hash"),
+    ] {
+        if new & bit != 0 {
+            report::warn(format_args!(
+                "{name} on {server} is not a {kind} redlock-run wrote (another type: another \
+                 application's data); left alone, nothing recorded there; the lock is not \
+                 affected"
             ));
         }
     }

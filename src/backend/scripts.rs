@@ -129,6 +129,21 @@ pub(super) struct Acquire {
     pub once: OnceArgs,
     /// `--replace`: ask the holder to stop, and be served next.
     pub replace: bool,
+    /// Where the lock's history and counters go.
+    pub recording: RecordArgs,
+    /// How long this run has waited so far (client-measured, the same on every node).
+    pub waited: Duration,
+    /// Whether a busy answer is this run's last (it does not wait): recorded as `busy`.
+    pub final_try: bool,
+}
+
+/// What the scripts take of the lock's history (`{K}:history`) and counters
+/// (`{K}:stats`): both keys, and `--history`, the stream's cap (0: nothing is recorded).
+#[derive(Debug, Clone, Default)]
+pub(super) struct RecordArgs {
+    pub history_key: Key,
+    pub stats_key: Key,
+    pub max: u32,
 }
 
 /// What the scripts take of `--once` and `--once-per`.
@@ -159,6 +174,8 @@ impl Call for Acquire {
         "n+6 done",
         "n+7 done_per",
         "n+8 replace",
+        "n+9 history",
+        "n+10 stats",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -179,6 +196,9 @@ impl Call for Acquire {
         "stamp_ms",
         "remember_ms",
         "replace",
+        "history",
+        "waited_ms",
+        "final",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -192,6 +212,8 @@ impl Call for Acquire {
             self.once.done_key.clone(),
             self.once.done_per_key.clone(),
             self.replace_key.clone(),
+            self.recording.history_key.clone(),
+            self.recording.stats_key.clone(),
         ]);
         keys
     }
@@ -216,6 +238,9 @@ impl Call for Acquire {
             number(self.once.stamp_ms.unwrap_or(0)),
             millis(self.once.remember),
             flag(self.replace),
+            number(self.recording.max),
+            millis(self.waited),
+            flag(self.final_try),
         ]
     }
 }
@@ -234,6 +259,74 @@ pub(crate) struct AcquireReply {
     pub run_id: String,
     /// With --once-per: this run's arrival by the server's clock.
     pub stamp_ms: Option<u64>,
+    /// After a skip recorded (a final busy answer, superseded, already done): the
+    /// consecutive skips now (`{K}:stats` field `skips`).
+    pub skips: Option<u64>,
+    /// What became of the recording.
+    pub recorded: Recorded,
+}
+
+/// What became of a script's recording to the lock's history and counters: all went in
+/// when `flags` is 0. A refusal never changes what the script did to the lock.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// [`Recorded::HISTORY_REFUSED`] and the others, added.
+    pub flags: u32,
+    /// The commands refused (other than for a key's type), separated by spaces.
+    pub refused: String,
+}
+
+impl Recorded {
+    /// A command on `{K}:history` was refused (the ACL, or another error).
+    pub const HISTORY_REFUSED: u32 = 1;
+    /// A command on `{K}:stats` was refused.
+    pub const STATS_REFUSED: u32 = 2;
+    /// `{K}:history` holds another type than a stream.
+    pub const HISTORY_WRONG_TYPE: u32 = 4;
+    /// `{K}:stats` holds another type than a hash.
+    pub const STATS_WRONG_TYPE: u32 = 8;
+
+    /// Reads the two trailing elements of a reply, `flags` and `refused`; anything
+    /// unreadable counts as nothing to say.
+    fn read(flags: Option<Value>, refused: Option<Value>) -> Recorded {
+        Recorded {
+            flags: flags
+                .and_then(|flags| redis::from_redis_value::<u32>(flags).ok())
+                .unwrap_or(0)
+                & 15,
+            refused: refused
+                .and_then(|refused| redis::from_redis_value::<String>(refused).ok())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A count of skips as a script returns it: -1 (or anything not a count) for none.
+fn skips_in(value: Option<Value>) -> Option<u64> {
+    value
+        .and_then(|value| redis::from_redis_value::<i64>(value).ok())
+        .and_then(|skips| u64::try_from(skips).ok())
+}
+
+/// Splits the recording's trailing elements (`extra` of them: skips when 3, then flags and
+/// refused) off a reply of `base + extra` elements; a shorter reply has none.
+fn split_recorded(
+    items: &mut Vec<Value>,
+    base: usize,
+    with_skips: bool,
+) -> (Option<u64>, Recorded) {
+    let extra = if with_skips { 3 } else { 2 };
+    if items.len() < base + extra {
+        return (None, Recorded::default());
+    }
+    let refused = items.pop();
+    let flags = items.pop();
+    let skips = if with_skips {
+        skips_in(items.pop())
+    } else {
+        None
+    };
+    (skips, Recorded::read(flags, refused))
 }
 
 /// The first four elements of `acquire.lua`'s reply.
@@ -264,6 +357,7 @@ impl FromRedisValue for AcquireReply {
         // The seventh element, the --once-per stamp, and the eighth, the foreign record
         // keys, are read when there (scripts of this version always send them).
         let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let (skips, recorded) = split_recorded(&mut items, 8, true);
         let foreign: u32 = match items.len() {
             8 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
             _ => 0,
@@ -303,6 +397,8 @@ impl FromRedisValue for AcquireReply {
             foreign,
             run_id,
             stamp_ms: stamp.parse().ok().filter(|&stamp: &u64| stamp > 0),
+            skips,
+            recorded,
         })
     }
 }
@@ -318,13 +414,24 @@ pub(super) struct Renew {
     pub identity: String,
     pub ttl: Duration,
     pub limit: u32,
+    /// Where a loss found is recorded; `None`: not recorded (already done, or in a Redis
+    /// Cluster, where a key named that does not exist fails the script while its slot
+    /// migrates: the release records it instead).
+    pub recording: Option<RecordArgs>,
+    /// The number of the slot (1 for the lock's own key).
+    pub slot_number: u32,
+    /// This holder's value as it wrote it here.
+    pub value: String,
 }
 
 impl Call for Renew {
-    type Reply = Extended;
+    type Reply = RenewReply;
     const SCRIPT: &'static LazyLock<Script> = &RENEW;
-    const KEYS: &'static [&'static str] = &["1 slot", "2 limit", "3 replace"];
-    const ARGV: &'static [&'static str] = &["identity", "ttl_ms", "limit", "takeover"];
+    const KEYS: &'static [&'static str] =
+        &["1 slot", "2 limit", "3 replace", "4 history", "5 stats"];
+    const ARGV: &'static [&'static str] = &[
+        "identity", "ttl_ms", "limit", "takeover", "history", "slot", "value",
+    ];
 
     fn keys(&self) -> Vec<Key> {
         [
@@ -334,6 +441,11 @@ impl Call for Renew {
         ]
         .into_iter()
         .flatten()
+        .chain(
+            self.recording
+                .iter()
+                .flat_map(|recording| [recording.history_key.clone(), recording.stats_key.clone()]),
+        )
         .collect()
     }
 
@@ -343,7 +455,28 @@ impl Call for Renew {
             millis(self.ttl),
             number(self.limit),
             flag(self.replace_key.is_some()),
+            number(self.recording.as_ref().map_or(0, |recording| recording.max)),
+            number(self.slot_number),
+            self.value.clone().into_bytes(),
         ]
+    }
+}
+
+/// What `renew.lua` answered: the renewal, and what became of the recording of a loss.
+#[derive(Debug)]
+pub(crate) struct RenewReply {
+    pub extended: Extended,
+    pub recorded: Recorded,
+}
+
+impl FromRedisValue for RenewReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let (_, recorded) = split_recorded(&mut items, 2, false);
+        Ok(RenewReply {
+            extended: redis::from_redis_value(Value::Array(items))?,
+            recorded,
+        })
     }
 }
 
@@ -354,7 +487,9 @@ pub(crate) struct Extended(pub bool, pub Option<Vec<u8>>);
 
 impl FromRedisValue for Extended {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (extended, request): (i64, Vec<u8>) = redis::from_redis_value(value)?;
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        items.truncate(2);
+        let (extended, request): (i64, Vec<u8>) = redis::from_redis_value(Value::Array(items))?;
         Ok(Extended(
             extended == 1,
             Some(request).filter(|request| !request.is_empty()),
@@ -386,6 +521,16 @@ pub(super) struct Release {
     /// Whether the command succeeded: the work is then recorded as done.
     pub record: bool,
     pub once: OnceArgs,
+    pub recording: RecordArgs,
+    /// The number of the slot (1 for the lock's own key).
+    pub slot_number: u32,
+    /// How the hold ended, for the history; `None`: nothing recorded (an attempt letting
+    /// go of what it took).
+    pub ending: Option<super::HoldEnd>,
+    /// A renewal already recorded this holder's loss on this server.
+    pub lost_recorded: bool,
+    /// This holder's value as it wrote it here; empty when unknown.
+    pub value: String,
 }
 
 impl Call for Release {
@@ -398,8 +543,10 @@ impl Call for Release {
         "4 done",
         "5 done_per",
         "6 replace",
-        "7 limit",
-        "8.. slots",
+        "7 history",
+        "8 stats",
+        "9 limit",
+        "10.. slots",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -414,6 +561,13 @@ impl Call for Release {
         "once_id",
         "stamp_ms",
         "remember_ms",
+        "history",
+        "slot",
+        "event",
+        "exit_code",
+        "success",
+        "lost_recorded",
+        "value",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -424,6 +578,8 @@ impl Call for Release {
             self.once.done_key.clone(),
             self.once.done_per_key.clone(),
             self.replace_key.clone(),
+            self.recording.history_key.clone(),
+            self.recording.stats_key.clone(),
         ];
         if let Some((limit_key, slots)) = &self.semaphore {
             keys.push(limit_key.clone());
@@ -448,6 +604,19 @@ impl Call for Release {
             self.once.id.clone().into_bytes(),
             number(self.once.stamp_ms.unwrap_or(0)),
             millis(self.once.remember),
+            number(self.recording.max),
+            number(self.slot_number),
+            match self.ending {
+                None => Vec::new(),
+                Some(ending) if ending.replaced => b"replaced".to_vec(),
+                Some(_) => b"released".to_vec(),
+            },
+            self.ending
+                .and_then(|ending| ending.exit_code)
+                .map_or_else(Vec::new, number),
+            flag(self.ending.is_some_and(|ending| ending.success)),
+            flag(self.lost_recorded),
+            self.value.clone().into_bytes(),
         ]
     }
 }
@@ -460,11 +629,13 @@ pub(super) struct ReleaseReply {
     pub repaired: u32,
     /// As [`AcquireReply::foreign`]: nothing was recorded there.
     pub foreign: u32,
+    pub recorded: Recorded,
 }
 
 impl FromRedisValue for ReleaseReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let (_, recorded) = split_recorded(&mut items, 3, false);
         let foreign: u32 = match items.len() {
             3 => redis::from_redis_value(items.pop().unwrap_or(Value::Nil))?,
             _ => 0,
@@ -480,6 +651,7 @@ impl FromRedisValue for ReleaseReply {
             released,
             repaired,
             foreign,
+            recorded,
         })
     }
 }
@@ -497,20 +669,39 @@ pub(super) struct LeaveQueue {
     pub channels: Channels,
     /// How long a woken waiter has to try.
     pub grace: Duration,
+    pub recording: RecordArgs,
+    /// The wait ran out: recorded as `timeout`, a skip.
+    pub timed_out: bool,
+    /// The rest of this waiter's value, after the fence.
+    pub metadata: String,
+    /// How long it waited (client-measured, the same on every node).
+    pub waited: Duration,
 }
 
 impl Call for LeaveQueue {
     type Reply = Left;
     const SCRIPT: &'static LazyLock<Script> = &LEAVE_QUEUE;
-    const KEYS: &'static [&'static str] = &["1 queue", "2 woken", "3 replace"];
-    const ARGV: &'static [&'static str] =
-        &["token", "wake_prefix", "grace_ms", "sharded", "identity"];
+    const KEYS: &'static [&'static str] =
+        &["1 queue", "2 woken", "3 replace", "4 history", "5 stats"];
+    const ARGV: &'static [&'static str] = &[
+        "token",
+        "wake_prefix",
+        "grace_ms",
+        "sharded",
+        "identity",
+        "history",
+        "timed_out",
+        "metadata",
+        "waited_ms",
+    ];
 
     fn keys(&self) -> Vec<Key> {
         vec![
             self.queue.clone(),
             self.woken.clone(),
             self.replace_key.clone(),
+            self.recording.history_key.clone(),
+            self.recording.stats_key.clone(),
         ]
     }
 
@@ -521,18 +712,26 @@ impl Call for LeaveQueue {
             millis(self.grace),
             self.channels.sharded_arg().to_vec(),
             self.identity.clone().into_bytes(),
+            number(self.recording.max),
+            flag(self.timed_out),
+            self.metadata.clone().into_bytes(),
+            millis(self.waited),
         ]
     }
 }
 
-/// What `leave_queue.lua` answered: always 1, nothing to learn from it.
+/// What `leave_queue.lua` answered: after a timeout recorded, the consecutive skips now.
 #[derive(Debug)]
-pub(super) struct Left;
+pub(super) struct Left {
+    pub skips: Option<u64>,
+    pub recorded: Recorded,
+}
 
 impl FromRedisValue for Left {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        redis::from_redis_value::<i64>(value)?;
-        Ok(Left)
+        let mut items: Vec<Value> = redis::from_redis_value(value)?;
+        let (skips, recorded) = split_recorded(&mut items, 1, true);
+        Ok(Left { skips, recorded })
     }
 }
 
@@ -546,16 +745,36 @@ pub(super) struct ForceRelease {
     pub value: Vec<u8>,
     /// Where waiters are woken and releases announced.
     pub channels: Channels,
+    /// Where the `forced` event goes (only where the lock's runs record already).
+    pub recording: RecordArgs,
+    /// The number of the slot (1 for the lock's own key).
+    pub slot_number: u32,
+    /// The forcing process's metadata, a JSON object.
+    pub by: String,
 }
 
 impl Call for ForceRelease {
-    type Reply = Forced;
+    type Reply = ForceReply;
     const SCRIPT: &'static LazyLock<Script> = &FORCE_RELEASE;
-    const KEYS: &'static [&'static str] = &["1 slot", "2 queue", "3 woken"];
-    const ARGV: &'static [&'static str] = &["value", "release_channel", "wake_prefix", "sharded"];
+    const KEYS: &'static [&'static str] = &["1 slot", "2 queue", "3 woken", "4 history", "5 stats"];
+    const ARGV: &'static [&'static str] = &[
+        "value",
+        "release_channel",
+        "wake_prefix",
+        "sharded",
+        "history",
+        "slot",
+        "by",
+    ];
 
     fn keys(&self) -> Vec<Key> {
-        vec![self.slot.clone(), self.queue.clone(), self.woken.clone()]
+        vec![
+            self.slot.clone(),
+            self.queue.clone(),
+            self.woken.clone(),
+            self.recording.history_key.clone(),
+            self.recording.stats_key.clone(),
+        ]
     }
 
     fn argv(&self) -> Vec<Vec<u8>> {
@@ -564,7 +783,29 @@ impl Call for ForceRelease {
             self.channels.release.as_bytes().to_vec(),
             self.channels.wake_prefix.as_bytes().to_vec(),
             self.channels.sharded_arg().to_vec(),
+            number(self.recording.max),
+            number(self.slot_number),
+            self.by.clone().into_bytes(),
         ]
+    }
+}
+
+/// What `force_release.lua` answered.
+#[derive(Debug)]
+pub(super) struct ForceReply {
+    pub forced: Forced,
+    pub recorded: Recorded,
+}
+
+impl FromRedisValue for ForceReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let mut items: Vec<Value> = match value {
+            Value::Array(items) => items,
+            other => vec![other],
+        };
+        let (_, recorded) = split_recorded(&mut items, 1, false);
+        let forced = redis::from_redis_value(items.into_iter().next().unwrap_or(Value::Nil))?;
+        Ok(ForceReply { forced, recorded })
     }
 }
 

@@ -43,6 +43,8 @@ pub struct Config {
     pub redis_timeout: Duration,
     /// How many holders may hold the lock at once (1: a mutex).
     pub limit: u32,
+    /// `--history N`: the events kept in the lock's history; 0 records nothing.
+    pub history: u32,
     /// Waiters take the lock in arrival order.
     pub fair: bool,
     /// `--supersede`: a newer superseding waiter ends this one's wait (exit 77).
@@ -360,6 +362,7 @@ impl Config {
             conflict_exit_code: args.conflict_exit_code,
             redis_timeout,
             limit: args.limit,
+            history: args.history,
             fair: args.fair,
             supersede: args.supersede,
             replace: args.replace,

@@ -44,7 +44,7 @@ use super::error::BackendError;
 use super::protocol::HolderListener;
 use super::target::RedisTarget;
 use super::{
-    Attempt, Eviction, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
+    Attempt, Eviction, HoldEnd, LockBackend, LockRequest, Notice, NoticeSink, Released, Renewal,
     Subscription, SubscriptionParts, TakeoverListener,
 };
 use crate::{lease, report};
@@ -60,6 +60,8 @@ pub struct Quorum {
     display: String,
     /// The command succeeded and its release records the work (`--once`).
     recording: bool,
+    /// How the hold ended, recorded by each node's release (`LockBackend::end_hold`).
+    ending: HoldEnd,
     /// What a holder's takeover listener is made of (`listen`).
     targets: Vec<RedisTarget>,
     lock: LockRequest,
@@ -93,6 +95,7 @@ impl Quorum {
             ttl: lock.ttl,
             identity: lock.identity(),
             recording: false,
+            ending: HoldEnd::default(),
             targets: targets.to_vec(),
             lock,
         })
@@ -122,6 +125,7 @@ impl Quorum {
             keep_for: None,
             deadline,
             notice: Arc::clone(&notice),
+            ending: None,
         });
         self.nodes
             .expect_release(round, tally.yes.clone(), deadline);
@@ -194,9 +198,10 @@ impl LockBackend for Quorum {
         if let Some(wait_ends) = wait_ends {
             deadline = deadline.min(wait_ends);
         }
+        let waited = self.lock.recording.started.elapsed();
         let round = self
             .nodes
-            .send(self.nodes.all(), || Work::Acquire { deadline });
+            .send(self.nodes.all(), || Work::Acquire { deadline, waited });
         let mut heard = AcquireAnswers::new(self.nodes.len());
         let end = self
             .nodes
@@ -218,7 +223,9 @@ impl LockBackend for Quorum {
             unfit,
             superseded,
             done,
+            skips,
         } = heard;
+        let skips = by_majority(skips, self.majority);
         tally.timed_out = end == RoundEnd::OutOfTime;
         if let Some(err) = unfit {
             self.let_go(&tally, true);
@@ -243,6 +250,7 @@ impl LockBackend for Quorum {
             let record = done.into_iter().next().map(|(_, record)| record);
             return Ok(Attempt::Done {
                 record: record.unwrap_or_default(),
+                skips,
             });
         }
         if tally.won() && Instant::now() < in_time {
@@ -276,7 +284,7 @@ impl LockBackend for Quorum {
         if superseded.len() >= self.majority {
             self.let_go(&tally, false);
             let newer = superseded.into_iter().flatten().next();
-            return Ok(Attempt::Superseded { newer });
+            return Ok(Attempt::Superseded { newer, skips });
         }
         // Busy when a majority answered and some of it holds another's value (with a node
         // down, a holder may have only one of the nodes that answered).
@@ -296,6 +304,7 @@ impl LockBackend for Quorum {
                 holder: refusals.holder(),
                 ahead: 0,
                 split,
+                skips,
             });
         }
         self.let_go(&tally, true);
@@ -349,8 +358,10 @@ impl LockBackend for Quorum {
                 ));
                 let restore_by = Instant::now() + self.timeout;
                 let lost_nodes = tally.no.clone();
+                let waited = self.lock.recording.started.elapsed();
                 self.nodes.send(lost_nodes, || Work::Acquire {
                     deadline: restore_by,
+                    waited,
                 });
             }
             let replace_by = requests
@@ -373,10 +384,12 @@ impl LockBackend for Quorum {
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
         let started = Instant::now();
         let notice = self.next_release_notice();
+        let ending = self.ending;
         let round = self.nodes.send(self.nodes.all(), || Work::Release {
             keep_for,
             deadline,
             notice: Arc::clone(&notice),
+            ending: Some(ending),
         });
         let mut tally = ReleaseTally::default();
         let displays = self.nodes.displays();
@@ -434,6 +447,25 @@ impl LockBackend for Quorum {
     fn record_success(&mut self) {
         self.recording = true;
         self.nodes.send(self.nodes.all(), || Work::RecordSuccess);
+    }
+
+    fn end_hold(&mut self, end: HoldEnd) {
+        self.ending = end;
+    }
+
+    fn give_up(&mut self) -> Option<u64> {
+        self.nodes.finish_letting_go();
+        let round = self.nodes.send(self.nodes.all(), || Work::GiveUp);
+        let mut skips = Vec::new();
+        let until = Instant::now() + self.timeout;
+        self.nodes
+            .collect(round, self.nodes.len(), until, |_, answer| {
+                if let Answer::GaveUp(Some(count)) = answer {
+                    skips.push(count);
+                }
+                false
+            });
+        by_majority(skips, self.majority)
     }
 
     fn abandon(&mut self) {
@@ -541,6 +573,14 @@ impl LockBackend for Quorum {
     fn describe(&self) -> &str {
         &self.display
     }
+}
+
+/// The count a majority of the nodes reached (readers merge counters the same way): the
+/// `majority`-th highest of `counts`, one per node that reported one; `None` when fewer
+/// nodes did.
+fn by_majority(mut counts: Vec<u64>, majority: usize) -> Option<u64> {
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    counts.get(majority.checked_sub(1)?).copied()
 }
 
 /// Notes one node's answer to a renewal: in `tally`, and any takeover it reports in

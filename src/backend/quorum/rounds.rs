@@ -18,7 +18,8 @@ use anyhow::{Context, Result};
 use crate::backend::protocol::SingleRedis;
 use crate::backend::target::RedisTarget;
 use crate::backend::{
-    Attempt, Eviction, LockBackend, LockRequest, NoticeSink, Released, Renewal, SubscriptionParts,
+    Attempt, Eviction, HoldEnd, LockBackend, LockRequest, NoticeSink, Released, Renewal,
+    SubscriptionParts,
 };
 
 /// Once a round is decided, how long the nodes that have not answered get at least (twice
@@ -68,6 +69,8 @@ struct Job {
 pub(super) enum Work {
     Acquire {
         deadline: Instant,
+        /// How long the run has waited: the same on every node.
+        waited: Duration,
     },
     RaiseFence {
         fence: u64,
@@ -83,6 +86,9 @@ pub(super) enum Work {
         deadline: Instant,
         /// What the release is announced as: the same on every node.
         notice: Arc<str>,
+        /// How the hold ended, recorded in each node's history; `None`: nothing recorded
+        /// (an attempt letting go of what it took).
+        ending: Option<HoldEnd>,
     },
     Subscribe {
         sink: NoticeSink,
@@ -94,6 +100,8 @@ pub(super) enum Work {
     RecordSuccess,
     /// Leave the waiters' queue; nobody waits for the answer.
     Abandon,
+    /// The wait ran out: leave the queue and record a timeout; answered with the skips.
+    GiveUp,
     /// Close the command connection until the next job; nobody waits for the answer.
     Rest,
 }
@@ -110,6 +118,8 @@ pub(super) enum Answer {
     Renew(Result<Renewal>),
     Release(Result<Released>),
     Subscribe(Result<()>),
+    /// The consecutive skips after a timeout recorded (`Work::GiveUp`).
+    GaveUp(Option<u64>),
     /// A job nobody waits for is done.
     Done,
 }
@@ -299,7 +309,9 @@ impl Nodes {
 fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Sender<Reply>) {
     for job in jobs {
         let answer = match job.work {
-            Work::Acquire { deadline } => Answer::Acquire(node.try_acquire_until(Some(deadline))),
+            Work::Acquire { deadline, waited } => {
+                Answer::Acquire(node.try_acquire_until(Some(deadline), waited))
+            }
             Work::RaiseFence { fence, deadline } => {
                 Answer::RaiseFence(node.raise_fence(fence, deadline))
             }
@@ -311,7 +323,8 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
                 keep_for,
                 deadline,
                 notice,
-            } => Answer::Release(node.release_announcing(keep_for, deadline, &notice)),
+                ending,
+            } => Answer::Release(node.release_announcing(keep_for, deadline, &notice, ending)),
             Work::Subscribe { sink, parts, until } => Answer::Subscribe(
                 node.subscribe(sink, Some(until))
                     .map(|part| parts.add(part)),
@@ -324,6 +337,7 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
                 node.abandon();
                 Answer::Done
             }
+            Work::GiveUp => Answer::GaveUp(node.give_up()),
             Work::Rest => {
                 node.rest();
                 Answer::Done

@@ -150,6 +150,8 @@ pub(super) struct AcquireAnswers {
     /// majority of them makes it done: a record on fewer may be a release's that did not
     /// reach a majority, and the work is then done again.
     pub(super) done: Vec<(usize, Vec<u8>)>,
+    /// The consecutive skips each node that recorded a skip counted.
+    pub(super) skips: Vec<u64>,
 }
 
 impl AcquireAnswers {
@@ -161,6 +163,7 @@ impl AcquireAnswers {
             unfit: None,
             superseded: Vec::new(),
             done: Vec::new(),
+            skips: Vec::new(),
         }
     }
 
@@ -174,19 +177,25 @@ impl AcquireAnswers {
                 self.counted.push((node, fence));
             }
             Answer::Acquire(Ok(Attempt::Busy {
-                holder, holder_ttl, ..
+                holder,
+                holder_ttl,
+                skips,
+                ..
             })) => {
+                self.skips.extend(skips);
                 self.tally.no.push(node);
                 self.refusals.seen.push((holder, holder_ttl));
             }
             // Refused, as far as taking the lock goes; whether the waiter leaves is up to a
             // majority (`Quorum::try_acquire`).
-            Answer::Acquire(Ok(Attempt::Superseded { newer })) => {
+            Answer::Acquire(Ok(Attempt::Superseded { newer, skips })) => {
+                self.skips.extend(skips);
                 self.tally.no.push(node);
                 self.superseded.push(newer);
             }
             // Nothing was taken there: for the tally, a refusal by nobody in particular.
-            Answer::Acquire(Ok(Attempt::Done { record })) => {
+            Answer::Acquire(Ok(Attempt::Done { record, skips })) => {
+                self.skips.extend(skips);
                 self.tally.no.push(node);
                 self.refusals.seen.push((None, None));
                 self.done.push((node, record));

@@ -10,6 +10,8 @@
 --          successful run's arrival, server ms)
 -- KEYS[n+8] replace: a takeover asked for by --replace: the asking run's identity and
 --          metadata; while it stands, nobody else may take a free slot
+-- KEYS[n+9] history: the lock's history (a stream; see `record_to` in prelude.lua)
+-- KEYS[n+10] stats: the lock's counters (a hash; see `record_to`)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -40,6 +42,11 @@
 -- ARGV[18] replace: '1' with --replace: when the lock is held, ask its holder to stop (on
 --          its own channel) and be served first once it has let go; '0' not (never with
 --          supersede: the two are refused together)
+-- ARGV[19] history: --history, the most entries the history keeps; '0' records nothing,
+--          neither history nor counters
+-- ARGV[20] waited_ms: how long this run has waited so far, in ms (the same on every node)
+-- ARGV[21] final: '1' when a busy answer is this run's last (it does not wait): recorded
+--          as `busy`, a skip; '0' when it waits (a timeout is recorded by leave_queue.lua)
 -- Returns {1, slot, fence, 0} when this holder now has slot `slot` (fence: the counter's
 --           decimal digits, a string: Lua's numbers are doubles, which would print a large
 --           one as 1e+14 and lose digits past 2^53);
@@ -62,7 +69,10 @@
 --           not run INFO; a seventh: with --once-per, this run's arrival by this
 --           server's clock (ARGV[16] on later attempts), '0' without; and an eighth: which
 --           record keys hold another type and were read as no record (1: done, 2:
---           done_per, added).
+--           done_per, added); a ninth: after a skip recorded (busy with `final`,
+--           superseded, already done), the consecutive skips now, else -1; a tenth and an
+--           eleventh: the recording's flags and refused commands (see `record` in
+--           prelude.lua).
 local server = ''
 if ARGV[11] == '1' then
   local info = redis.pcall('INFO', 'server')
@@ -71,12 +81,15 @@ if ARGV[11] == '1' then
   end
 end
 
+record_to(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[19])
+local skips = -1
 local stamp = '0'
 -- Which record keys hold another type (another application's data): 1 {K}:done, 2
 -- {K}:done:per, added; read as no record, and warned about.
 local foreign = 0
 local function reply(status, number, text, ahead)
-  return {status, number, text, ahead, repaired, server, stamp, foreign}
+  local flags, refused = recorded()
+  return {status, number, text, ahead, repaired, server, stamp, foreign, skips, flags, refused}
 end
 
 local n = tonumber(ARGV[4])
@@ -198,6 +211,7 @@ if done then
     wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms(), nil,
       request_key)
   end
+  skips = record_skip('already_done', token, identity .. ARGV[2])
   return reply(3, 0, done, 0)
 end
 
@@ -214,6 +228,7 @@ if supersedes and ARGV[13] == '1' then
   local newest = read(registry)
   if type(newest) == 'string' and not of_ours(newest) then
     call('ZREM', queue, token)
+    skips = record_skip('superseded', token, identity .. ARGV[2])
     return reply(2, 0, newest, 0)
   end
 end
@@ -265,6 +280,9 @@ local function wait_in_queue(pttl, ahead)
     if call('PTTL', queue) < keep then
       call('PEXPIRE', queue, keep)
     end
+  end
+  if ARGV[21] == '1' then
+    skips = record_skip('busy', token, identity .. ARGV[2])
   end
   return reply(0, pttl, holder, ahead)
 end
@@ -381,8 +399,27 @@ if call('EXISTS', KEYS[n + 2]) == 0 then
 end
 call('INCR', KEYS[n + 2])
 local fence = call('GET', KEYS[n + 2])
-call('SET', KEYS[slot], identity .. ',"fence":' .. fence .. ARGV[2], 'PX', ttl)
+local value = identity .. ',"fence":' .. fence .. ARGV[2]
+call('SET', KEYS[slot], value, 'PX', ttl)
 if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
+end
+if recording() then
+  local at = now_ms()
+  -- A holder of this slot that never released (killed, its host gone) left its field: the
+  -- lease ran out, which is found here.
+  local left = record(2, 'HGET', 'slot:' .. slot)
+  local since, of = string.match(type(left) == 'string' and left or '', '^(%d+) (.*)$')
+  if since then
+    record_event('expired', 'token', token_of(of), 'fence', string.match(of, '"fence":(%d+)'),
+      'holder', of, 'by', token, 'held_ms', math.max(at - tonumber(since), 0))
+    count('expired')
+  end
+  record(2, 'HSET', 'slot:' .. slot, at .. ' ' .. value)
+  record_event('acquired', 'token', token, 'fence', fence, 'holder', value, 'waited_ms',
+    ARGV[20])
+  count('acquired')
+  count('wait_ms_sum', tonumber(ARGV[20]) or 0)
+  count('wait_count')
 end
 return reply(1, slot, fence, 0)

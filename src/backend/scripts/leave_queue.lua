@@ -4,11 +4,21 @@
 -- KEYS[2] woken: the woken waiters (see `wake_next`)
 -- KEYS[3] replace: a takeover asked for by --replace (see acquire.lua): one this waiter
 --          asked for ends with its wait, so that it holds nobody up
+-- KEYS[4] history: the lock's history (see `record_to` in prelude.lua)
+-- KEYS[5] stats: the lock's counters (see `record_to`)
 -- ARGV[1] token: this waiter's token
 -- ARGV[2] wake_prefix: the prefix of a waiter's own channel
 -- ARGV[3] grace_ms: how long a woken waiter has to try, in milliseconds
 -- ARGV[4] sharded: '1' to publish on sharded channels (a Redis Cluster; see `publish`), '0' not
 -- ARGV[5] identity: this waiter's identity, the first bytes of a takeover it asked for
+-- ARGV[6] history: --history (see acquire.lua); '0' records nothing
+-- ARGV[7] timed_out: '1' when the wait ran out (--wait): recorded as `timeout`, a skip;
+--          '0' when it ends for another reason (nothing recorded)
+-- ARGV[8] metadata: the rest of this waiter's value after the fence (see acquire.lua)
+-- ARGV[9] waited_ms: how long it waited, in ms (the same on every node)
+-- Returns {1, skips, flags, refused}: skips, after a timeout recorded, the consecutive
+-- skips now, else -1; flags and refused, the recording's (see `record` in prelude.lua).
+record_to(KEYS[4], KEYS[5], ARGV[6])
 call('ZREM', KEYS[1], ARGV[1])
 local request = read(KEYS[3])
 if type(request) == 'string' and string.sub(request, 1, #ARGV[5]) == ARGV[5] then
@@ -18,4 +28,9 @@ if call('HDEL', KEYS[2], ARGV[1]) == 1 then
   wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left', tonumber(ARGV[3]),
     now_ms(), nil, KEYS[3])
 end
-return 1
+local skips = -1
+if ARGV[7] == '1' then
+  skips = record_skip('timeout', ARGV[1], ARGV[5] .. ARGV[8], ARGV[9])
+end
+local flags, refused = recorded()
+return {1, skips, flags, refused}

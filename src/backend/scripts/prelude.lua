@@ -218,3 +218,124 @@ local function wake_next(queue, woken, prefix, sharded, message, grace, now, fro
   end
   return nil
 end
+
+-- The lock's history and counters ({K}:history, a stream; {K}:stats, a hash: see
+-- docs/design.md), written by the scripts that already run. Never in the way of the lock:
+-- each command goes through `record`, which uses redis.pcall, and a refusal (the user's
+-- ACL, a key of another type, anything else) stops the recording on that key for this
+-- script and is returned as flags: 1 history refused, 2 counters refused, 4 history of
+-- another type, 8 counters of another type; `recorder.refused` names the refused commands.
+local recorder = {flags = 0, refused = '', history = nil, stats = nil, max = 0, off = {}}
+
+-- Records to `history` and `stats` from here on, the stream capped at `max` entries; '0'
+-- (or no keys) records nothing at all.
+local function record_to(history, stats, max)
+  recorder.max = tonumber(max) or 0
+  if recorder.max > 0 and history and stats then
+    recorder.history, recorder.stats = history, stats
+  end
+end
+
+-- Runs `command` on the history (which = 1) or the counters (which = 2), the key first;
+-- nil when not recording there, or refused (then noted, and that key left alone).
+local function record(which, command, ...)
+  local key = which == 1 and recorder.history or recorder.stats
+  if not key or recorder.off[which] then
+    return nil
+  end
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    recorder.off[which] = true
+    if string.find(reply.err, 'WRONGTYPE', 1, true) then
+      recorder.flags = recorder.flags + 4 * which
+    else
+      recorder.flags = recorder.flags + which
+      recorder.refused = recorder.refused .. (recorder.refused == '' and '' or ' ') .. command
+    end
+    return nil
+  end
+  return reply
+end
+
+-- Whether this script records at all.
+local function recording()
+  return recorder.history ~= nil
+end
+
+-- Appends one event to the history: the arguments after `event` are name, value pairs; a
+-- value that is nil, false or '' is left out.
+local function record_event(event, ...)
+  if not recording() then
+    return
+  end
+  local args = {'MAXLEN', recorder.max, '*', 'event', event}
+  local fields, n = {...}, select('#', ...)
+  for i = 1, n, 2 do
+    local value = fields[i + 1]
+    if value and value ~= '' then
+      args[#args + 1] = fields[i]
+      args[#args + 1] = tostring(value)
+    end
+  end
+  record(1, 'XADD', unpack(args))
+end
+
+-- Adds `by` to the counter `field`; returns its new value (nil when not counted).
+local function count(field, by)
+  if not recording() then
+    return nil
+  end
+  return record(2, 'HINCRBY', field, by or 1)
+end
+
+-- A run that did not run its command (busy, timeout, superseded, already done): its
+-- event and counter, and one more consecutive skip; returns the skips now (-1: unknown).
+local function record_skip(event, token, holder, waited)
+  record_event(event, 'token', token, 'holder', holder, 'waited_ms', waited)
+  count(event)
+  return count('skips') or -1
+end
+
+-- The token of a lock value ('{"token":"…"'), or ''.
+local function token_of(value)
+  return string.match(value, '^{"token":"([^"]*)"') or ''
+end
+
+-- When the holder `value` (its identity, at least) took slot `slot`, by the counters'
+-- `slot:<slot>` field: server ms, or nil when the field is missing or another's. With
+-- `forget`, a field of that holder is removed.
+local function held_since(slot, value, forget)
+  local field = record(2, 'HGET', 'slot:' .. slot)
+  if type(field) ~= 'string' then
+    return nil
+  end
+  local at, of = string.match(field, '^(%d+) (.*)$')
+  local identity = string.match(value, '^{"token":"[^"]*"') or value
+  if not at or string.sub(of, 1, #identity) ~= identity then
+    return nil
+  end
+  if forget then
+    record(2, 'HDEL', 'slot:' .. slot)
+  end
+  return tonumber(at)
+end
+
+-- The end of a hold seen by its holder or a forcer (released, lost, replaced, forced):
+-- its event, with the time held when known, and the hold counters. The arguments after
+-- `now` are more name, value pairs for the event; `value` is the holder's lock value.
+local function record_hold_end(event, slot, value, now, ...)
+  local since = held_since(slot, value, true)
+  local held = since and math.max(now - since, 0) or nil
+  record_event(event, 'token', token_of(value), 'fence', string.match(value, '"fence":(%d+)'),
+    'holder', value, 'held_ms', held, ...)
+  if held then
+    count('hold_ms_sum', held)
+    count('hold_count')
+  end
+end
+
+-- The recording's outcome, the last elements of a script's reply: its flags, and the
+-- commands refused.
+local function recorded()
+  return recorder.flags, recorder.refused
+end

@@ -6,8 +6,10 @@
 -- KEYS[5] done_per: the --once-per record (see acquire.lua)
 -- KEYS[6] replace: a takeover asked for by --replace (see acquire.lua): deleted with its
 --          requester when the wake-up finds that one gone
--- KEYS[7] limit: with a semaphore, its {K}:limit key
--- KEYS[8..] slots: with a semaphore, every slot; when none is held any more, the limit key
+-- KEYS[7] history: the lock's history (see `record_to` in prelude.lua)
+-- KEYS[8] stats: the lock's counters (see `record_to`)
+-- KEYS[9] limit: with a semaphore, its {K}:limit key
+-- KEYS[10..] slots: with a semaphore, every slot; when none is held any more, the limit key
 --          goes
 -- ARGV[1] identity: the leading bytes of the value that identify this holder
 -- ARGV[2] release_channel: the channel every waiter also listens on
@@ -25,16 +27,50 @@
 -- ARGV[10] once_id: with --once, its ID; '' without
 -- ARGV[11] stamp_ms: with --once-per, this run's arrival by this server's clock; '0' without
 -- ARGV[12] remember_ms: how long the record lasts (--remember), in ms
+-- ARGV[13] history: --history (see acquire.lua); '0' records nothing
+-- ARGV[14] slot: the number of the slot this holder has (1 for the lock's own key)
+-- ARGV[15] event: what ended the hold, recorded with the release: 'released', or
+--          'replaced' (another run took over, --replace); '' records nothing (an attempt
+--          letting go of what it took: Redlock, an unfit server)
+-- ARGV[16] exit_code: the command's status as redlock-run reports it; '' when unknown
+-- ARGV[17] success: '1' when the command succeeded (exit 0 on its own): recorded as the
+--          last success, and the consecutive skips start again from 0
+-- ARGV[18] lost_recorded: '1' when a renewal already recorded this holder's loss here
+-- ARGV[19] value: this holder's lock value as it wrote it here, for a loss's record
 -- Returns {outcome, repaired}. outcome: 1 when released, 2 when kept until the --min-hold
 -- mark, 0 when the key was already gone or belongs to someone else (then nothing is
 -- touched: it is not ours), 3 when released but the announcement was refused (the user may
 -- not publish on the channel): waiters then find the lock free only when they next look.
 -- repaired: how many entries of the woken waiters' record were not wake-up times and were
 -- taken out (see `woken_since`). A third element: which record keys hold another type, so
--- that nothing was recorded there (1: done, 2: done_per, added; see acquire.lua).
+-- that nothing was recorded there (1: done, 2: done_per, added; see acquire.lua); a fourth
+-- and a fifth: the recording's flags and refused commands (see `record` in prelude.lua).
+-- A key found not ours is recorded as `lost` (unless a renewal did); a release as ARGV[15].
+record_to(KEYS[7], KEYS[8], ARGV[13])
+local slot = tonumber(ARGV[14]) or 1
+local function answer(outcome, fixed, foreign_keys)
+  local flags, refused = recorded()
+  return {outcome, fixed, foreign_keys, flags, refused}
+end
 local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
-  return {0, 0}
+  if ARGV[15] ~= '' and ARGV[18] ~= '1' and recording() then
+    local value = ARGV[19] ~= '' and ARGV[19] or ARGV[1] .. '}'
+    record_hold_end('lost', slot, value, now_ms(), 'exit_code', ARGV[16])
+    count('lost')
+  end
+  return answer(0, 0, 0)
+end
+if recording() then
+  if ARGV[15] == '' then
+    held_since(slot, current, true)
+  else
+    local now = now_ms()
+    record_hold_end(ARGV[15], slot, current, now, 'exit_code', ARGV[16])
+    if ARGV[17] == '1' and ARGV[15] == 'released' then
+      record(2, 'HSET', 'last_success_ms', now, 'skips', 0)
+    end
+  end
 end
 -- Only a holder that still has the lock records its work: one that lost it may have run
 -- alongside another, and records nothing (the next run does the work again). A key of
@@ -93,33 +129,33 @@ end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   call('PEXPIRE', KEYS[1], keep)
-  if KEYS[7] and call('PTTL', KEYS[7]) < keep then
-    call('SET', KEYS[7], ARGV[4], 'PX', keep)
+  if KEYS[9] and call('PTTL', KEYS[9]) < keep then
+    call('SET', KEYS[9], ARGV[4], 'PX', keep)
   end
-  return {2, 0, foreign}
+  return answer(2, 0, foreign)
 end
 call('DEL', KEYS[1])
-if KEYS[7] then
+if KEYS[9] then
   local held = false
-  for i = 8, #KEYS do
+  for i = 10, #KEYS do
     if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then call('DEL', KEYS[7]) end
+  if not held then call('DEL', KEYS[9]) end
 end
 if ARGV[5] == '' then
-  return {1, 0, foreign}
+  return answer(1, 0, foreign)
 end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
 if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms(), nil,
     KEYS[6]) then
-  return {1, repaired, foreign}
+  return answer(1, repaired, foreign)
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a
 -- waiter of an older redlock-run, hears it there.
 local published = publish(ARGV[8], ARGV[2], ARGV[5])
 if type(published) == 'table' and published.err then
-  return {3, repaired, foreign}
+  return answer(3, repaired, foreign)
 end
-return {1, repaired, foreign}
+return answer(1, repaired, foreign)

@@ -90,6 +90,13 @@ fn every_script_type_matches_its_header() {
             arrived: false,
             once: OnceArgs::default(),
             replace: true,
+            recording: RecordArgs {
+                history_key: key("h"),
+                stats_key: key("st"),
+                max: 100,
+            },
+            waited: second,
+            final_try: false,
         },
     );
     check(
@@ -102,6 +109,13 @@ fn every_script_type_matches_its_header() {
             identity: String::from("i"),
             ttl: second,
             limit: 1,
+            recording: Some(RecordArgs {
+                history_key: key("h"),
+                stats_key: key("st"),
+                max: 100,
+            }),
+            slot_number: 1,
+            value: String::new(),
         },
     );
     check(
@@ -121,6 +135,15 @@ fn every_script_type_matches_its_header() {
             grace: second,
             record: false,
             once: OnceArgs::default(),
+            recording: RecordArgs {
+                history_key: key("h"),
+                stats_key: key("st"),
+                max: 100,
+            },
+            slot_number: 1,
+            ending: Some(crate::backend::HoldEnd::default()),
+            lost_recorded: false,
+            value: String::new(),
         },
     );
     check(
@@ -134,6 +157,14 @@ fn every_script_type_matches_its_header() {
             identity: String::from("i"),
             channels: channels(false),
             grace: second,
+            recording: RecordArgs {
+                history_key: key("h"),
+                stats_key: key("st"),
+                max: 100,
+            },
+            timed_out: true,
+            metadata: String::from("}"),
+            waited: second,
         },
     );
     check(
@@ -145,6 +176,13 @@ fn every_script_type_matches_its_header() {
             woken: key("w"),
             value: b"v".to_vec(),
             channels: channels(true),
+            recording: RecordArgs {
+                history_key: key("h"),
+                stats_key: key("st"),
+                max: 100,
+            },
+            slot_number: 2,
+            by: String::from("{}"),
         },
     );
     check(
@@ -183,10 +221,23 @@ fn keys_follow_the_header_layout() {
             done_per_key: key("p"),
             ..OnceArgs::default()
         },
+        recording: RecordArgs {
+            history_key: key("h"),
+            stats_key: key("st"),
+            max: 3,
+        },
+        slot_number: 2,
+        ending: Some(crate::backend::HoldEnd {
+            exit_code: Some(143),
+            success: false,
+            replaced: true,
+        }),
+        lost_recorded: true,
+        value: String::new(),
     };
     let keys = release.keys();
     assert_eq!(
-        keys[..7],
+        keys[..9],
         [
             key("{k}:slot:2"),
             key("q"),
@@ -194,15 +245,22 @@ fn keys_follow_the_header_layout() {
             key("d"),
             key("p"),
             key("r"),
+            key("h"),
+            key("st"),
             key("l")
         ]
     );
-    assert_eq!(keys[7..], slots);
+    assert_eq!(keys[9..], slots);
     let argv = release.argv();
     // A --min-hold remainder under a millisecond is still kept, for 1 ms: 0 would mean none.
     assert_eq!(argv[2], b"1");
     assert_eq!(argv[6], b"2000");
     assert_eq!(argv[7], b"1");
+    // The hold's ending, as the history records it.
+    assert_eq!(
+        argv[12..18].to_vec(),
+        [&b"3"[..], b"2", b"replaced", b"143", b"0", b"1"].map(<[u8]>::to_vec)
+    );
     // --replace's key and argument come after --supersede's and --once's.
     let acquire = Acquire {
         slots: vec![key("k")],
@@ -230,13 +288,25 @@ fn keys_follow_the_header_layout() {
             ..OnceArgs::default()
         },
         replace: true,
+        recording: RecordArgs {
+            history_key: key("h"),
+            stats_key: key("st"),
+            max: 0,
+        },
+        waited: Duration::from_millis(1500),
+        final_try: true,
     };
+    // The history and the counters are the last two keys: the script finds them there.
     assert_eq!(
         acquire.keys()[5..],
-        [key("s"), key("d"), key("p"), key("r")]
+        [key("s"), key("d"), key("p"), key("r"), key("h"), key("st")]
     );
     let argv = acquire.argv();
     assert_eq!((&argv[11][..], &argv[17][..]), (&b"0"[..], &b"1"[..]));
+    assert_eq!(
+        argv[18..].to_vec(),
+        [&b"0"[..], b"1500", b"1"].map(<[u8]>::to_vec)
+    );
     let renew = Renew {
         slot: key("k"),
         replace_key: None,
@@ -244,9 +314,26 @@ fn keys_follow_the_header_layout() {
         identity: String::new(),
         ttl: Duration::from_secs(1),
         limit: 3,
+        recording: None,
+        slot_number: 2,
+        value: String::new(),
     };
     assert_eq!(renew.keys(), [key("k"), key("l")]);
     assert_eq!(renew.argv()[3], b"0");
+    assert_eq!(renew.argv()[4], b"0");
+    // Recording: the history and the counters come last, after the takeover's key.
+    let renew = Renew {
+        replace_key: Some(key("r")),
+        limit_key: None,
+        recording: Some(RecordArgs {
+            history_key: key("h"),
+            stats_key: key("st"),
+            max: 7,
+        }),
+        ..renew
+    };
+    assert_eq!(renew.keys(), [key("k"), key("r"), key("h"), key("st")]);
+    assert_eq!(renew.argv()[4], b"7");
 }
 
 /// Replies as the scripts send them, each read into its type; anything else is refused, not
@@ -375,4 +462,64 @@ fn replies_are_read_by_name() {
         redis::from_redis_value::<Forced>(Int(0)).unwrap(),
         Forced::Changed
     );
+}
+
+/// The recording's elements at the end of each reply: the skips after a skip, the flags and
+/// the refused commands; junk there is read as nothing to say, never an error.
+#[test]
+fn recording_outcomes_are_read_from_the_replies() {
+    use Value::{BulkString, Int};
+    let array = |items: Vec<Value>| Value::Array(items);
+    let mut busy = vec![
+        Int(0),
+        Int(-1),
+        BulkString(Vec::new()),
+        Int(0),
+        Int(0),
+        BulkString(Vec::new()),
+        BulkString(b"0".to_vec()),
+        Int(0),
+    ];
+    busy.extend([Int(4), Int(1), BulkString(b"XADD".to_vec())]);
+    let reply: AcquireReply = redis::from_redis_value(array(busy.clone())).unwrap();
+    assert_eq!(reply.skips, Some(4));
+    assert_eq!(
+        reply.recorded,
+        Recorded {
+            flags: Recorded::HISTORY_REFUSED,
+            refused: String::from("XADD")
+        }
+    );
+    busy[8] = Int(-1);
+    busy[9] = BulkString(b"junk".to_vec());
+    let reply: AcquireReply = redis::from_redis_value(array(busy)).unwrap();
+    assert_eq!((reply.skips, reply.recorded.flags), (None, 0));
+    let released: ReleaseReply = redis::from_redis_value(array(vec![
+        Int(1),
+        Int(0),
+        Int(0),
+        Int(8),
+        BulkString(Vec::new()),
+    ]))
+    .unwrap();
+    assert_eq!(released.recorded.flags, Recorded::STATS_WRONG_TYPE);
+    let renewed: RenewReply = redis::from_redis_value(array(vec![
+        Int(0),
+        BulkString(Vec::new()),
+        Int(2),
+        BulkString(b"HINCRBY".to_vec()),
+    ]))
+    .unwrap();
+    assert_eq!(renewed.extended, Extended(false, None));
+    assert_eq!(renewed.recorded.refused, "HINCRBY");
+    let left: Left =
+        redis::from_redis_value(array(vec![Int(1), Int(3), Int(0), BulkString(Vec::new())]))
+            .unwrap();
+    assert_eq!((left.skips, left.recorded.flags), (Some(3), 0));
+    let forced: ForceReply =
+        redis::from_redis_value(array(vec![Int(1), Int(0), BulkString(Vec::new())])).unwrap();
+    assert_eq!(forced.forced, Forced::Deleted);
+    // Older replies, with nothing recorded, still read.
+    let forced: ForceReply = redis::from_redis_value(Int(2)).unwrap();
+    assert_eq!(forced.forced, Forced::DeletedUnannounced);
 }
