@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
+    string join \n k/key= r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= history= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -35,6 +35,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s w -l wait -d 'H
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s E -l conflict-exit-code -d 'Exit status when the lock was not obtained' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l kill-after -d 'After the lock is lost: SIGTERM, then SIGKILL after DUR (sooner if the lease would expire on the server first)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l limit -d 'Let up to N holders run at once (a semaphore); every user of the key must pass the same N' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l history -d 'Keep the last N events of the lock in Redis, with its counters; 0 records nothing' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l min-hold -d 'Keep the lock until DUR after it was taken, even if the command ends sooner (so the same cron line on hosts with skewed clocks runs once)' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once -d 'Run the command only if no run of KEY with this ID has succeeded yet (within --remember); otherwise exit 0 without running it' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l once-per -d 'Run the command only if no run of KEY with --once-per succeeded whose arrival lies within DUR/2 of this one\'s, by the Redis server\'s clock; otherwise exit 0 without running it' -r
@@ -58,6 +59,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s V -l version -d
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "history" -d 'Show a lock\'s last events, newest last, one line each: acquired, released, lost, expired, forced, busy, timeout, superseded, replaced, already_done'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s k -l key -d 'Lock name' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand status" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
@@ -85,7 +87,19 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l log-
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -l force -d 'Required: releasing someone else\'s lock lets a second holder in'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand release" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s k -l key -d 'Lock name' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s n -l lines -d 'How many of the last events to show, 1 to 10000' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l prefix -d 'Prefix of the Redis key; \'\' uses KEY as is' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l redis-timeout -d 'Time limit for connecting to Redis and for each Redis command (taking the lock: up to twice this, as an attempt whose answer is lost is made once more)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
+json\t''"
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l json -d 'Print one JSON object a line instead of text'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s f -l follow -d 'After the last events, keep printing new ones as they are recorded, until interrupted'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release history help" -f -a "status" -d 'Show who holds a lock; exit 0 when held, 1 when free, 125 on error'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release history help" -f -a "list" -d 'List every lock under the prefix (SCAN, never KEYS), one line each'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release history help" -f -a "release" -d 'Remove a stuck lock, saying whose it was; a redlock-run holder\'s command is then terminated at the holder\'s next renewal'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release history help" -f -a "history" -d 'Show a lock\'s last events, newest last, one line each: acquired, released, lost, expired, forced, busy, timeout, superseded, replaced, already_done'
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand help; and not __fish_seen_subcommand_from status list release history help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -21,7 +21,7 @@ use redis::Value;
 use super::connection::Link;
 use super::error::describe_error;
 use super::inspect::read_peek;
-use super::layout::{sibling_key, Key};
+use super::layout::{record_keys, Key};
 use super::quorum::majority;
 use super::scripts::Peek;
 use super::Deployment;
@@ -39,11 +39,6 @@ const REMEMBERED: usize = 4 * MAX_EVENTS;
 
 /// The longest one blocking read waits before it is sent again.
 const LONGEST_BLOCK: Duration = Duration::from_secs(60);
-
-/// The key of lock `key`'s event history.
-fn history_key(key: &Key) -> Key {
-    sibling_key(key, b":history")
-}
 
 /// One entry of a history stream, as Redis keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +123,7 @@ impl History {
         let count = nodes.len();
         Ok(History {
             lock: key.clone(),
-            stream: history_key(key),
+            stream: record_keys(key)[0].clone(),
             nodes,
             tally: Tally::new(count),
         })

@@ -482,3 +482,102 @@ fn history_of_a_quorum_shows_what_a_majority_recorded() {
     let out = running.wait();
     assert_eq!(out.stdout_str().lines().count(), 4, "{}", out.stdout_str());
 }
+
+/// End to end: real runs record their events (a run that succeeds, a busy one behind a
+/// holder, a holder that fails with 3), and `history` shows them in order, with the
+/// holder's fence, the exit statuses and who was busy.
+#[test]
+fn history_shows_what_real_runs_recorded_in_order() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("history-e2e");
+    server
+        .cmd()
+        .args(["-k", "e2e", "--", "true"])
+        .run()
+        .assert_code(0);
+    let holder = Job::new(&dir, "h").exit_code(3).start(server.cmd().args([
+        "-k",
+        "e2e",
+        "--label",
+        "night\x1b run",
+    ]));
+    server
+        .cmd()
+        .args(["-k", "e2e", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    holder.let_go();
+    holder.wait().assert_code(3);
+    let fence = fence_of(&dir, "h");
+
+    let out = server.cmd().args(["history", "-k", "e2e", "--json"]).run();
+    out.assert_code(0);
+    let events = json_lines(&out);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["acquired", "released", "acquired", "busy", "released"],
+        "{}",
+        out.stdout_str()
+    );
+    assert_eq!(events[1]["exit_code"], 0);
+    assert_eq!(events[2]["fence"], fence);
+    assert_eq!(events[2]["label"], "night\x1b run");
+    assert_eq!(events[4]["fence"], fence);
+    assert_eq!(events[4]["exit_code"], 3);
+    assert!(events[4]["held_ms"].is_u64(), "{}", events[4]);
+    assert!(events[2]["waited_ms"].is_u64(), "{}", events[2]);
+    assert_eq!(events[3]["program"], "true", "the busy run's command");
+    let times: Vec<u64> = events
+        .iter()
+        .map(|e| e["time_ms"].as_u64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|pair| pair[0] <= pair[1]), "{times:?}");
+
+    let out = server.cmd().args(["history", "-k", "e2e", "-n", "3"]).run();
+    out.assert_code(0);
+    let stdout = out.stdout_str();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(
+        lines[0].contains(&format!(" acquired: fence {fence}, "))
+            && lines[0].contains("(night\\x1b run)"),
+        "{stdout}"
+    );
+    assert!(lines[1].contains(" busy: "), "{stdout}");
+    assert!(
+        lines[2].contains(&format!(" released: fence {fence}, "))
+            && lines[2].contains(", exit 3, held "),
+        "{stdout}"
+    );
+}
+
+/// End to end over Redlock: a run over three servers records on each, and `history` over
+/// the three shows each event once.
+#[test]
+fn history_of_real_runs_over_a_quorum_shows_each_event_once() {
+    let nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let with_nodes = |wrapper: Wrapper| {
+        nodes.iter().fold(wrapper, |wrapper, node| {
+            wrapper.args(["-r", node.url().as_str()])
+        })
+    };
+    with_nodes(Wrapper::bare().args(["-k", "qe"]))
+        .args(["--", "true"])
+        .run()
+        .assert_code(0);
+    let out = with_nodes(Wrapper::bare().args(["history", "-k", "qe", "--json"])).run();
+    out.assert_code(0);
+    let names: Vec<String> = json_lines(&out)
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["acquired", "released"], "{}", out.stdout_str());
+}
