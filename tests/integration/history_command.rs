@@ -581,3 +581,65 @@ fn history_of_real_runs_over_a_quorum_shows_each_event_once() {
         .collect();
     assert_eq!(names, ["acquired", "released"], "{}", out.stdout_str());
 }
+
+/// Redlock with one node of three down: the two others are read (a warning names the one
+/// that is not) and what both recorded is shown; with two down, nothing can be told (125).
+#[test]
+fn history_of_a_quorum_with_nodes_down() {
+    let mut nodes = [
+        RedisServer::start(),
+        RedisServer::start(),
+        RedisServer::start(),
+    ];
+    let stream = history_of("down");
+    for node in &nodes[1..] {
+        xadd(
+            node,
+            stream.as_bytes(),
+            &id_at(0),
+            &[("event", b"busy"), ("token", b"t")],
+        );
+    }
+    let urls: Vec<String> = nodes.iter().map(RedisServer::url).collect();
+    let quorum = || {
+        urls.iter()
+            .fold(Wrapper::bare().args(["history", "-k", "down"]), |w, url| {
+                w.args(["-r", url.as_str()])
+            })
+    };
+    nodes[0].stop();
+    let out = quorum().run();
+    out.assert_code(0)
+        .assert_stderr_contains("could not read the history of redlock:down on")
+        .assert_stderr_prefixed();
+    assert_eq!(out.stdout_str(), "2025-11-26T00:19:05.000Z busy\n");
+    nodes[1].stop();
+    let out = quorum().run();
+    out.assert_code(125)
+        .assert_stderr_contains("too few of the 3 Redis nodes answered");
+    assert_eq!(out.stdout_str(), "");
+}
+
+/// A Redis Cluster: the history is read from the master of the lock's slot, whichever node
+/// the URL names, and followed there.
+#[test]
+fn history_on_a_cluster_is_read_from_the_locks_master() {
+    let cluster = crate::support::deployments::Cluster::start();
+    let stream = history_of("cl");
+    let owner = cluster.owner_of(&stream);
+    assert_ne!(owner, 0, "the URL's node is not the lock's master");
+    let owner = &cluster.nodes[owner];
+    owner.query::<String>(&["XADD", &stream, &id_at(0), "event", "busy", "token", "t"]);
+    let out = cluster.cmd().args(["history", "-k", "cl"]).run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str(), "2025-11-26T00:19:05.000Z busy\n");
+
+    let running = cluster
+        .cmd()
+        .args(["history", "-k", "cl", "--follow"])
+        .spawn();
+    lines_printed(&running, 1);
+    owner.query::<String>(&["XADD", &stream, "*", "event", "timeout", "token", "u"]);
+    let lines = lines_printed(&running, 2);
+    assert!(lines[1].ends_with(" timeout"), "{lines:?}");
+}
