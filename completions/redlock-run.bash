@@ -22,6 +22,9 @@ _redlock__run() {
             redlock__run,help)
                 cmd="redlock__run__subcmd__help"
                 ;;
+            redlock__run,history)
+                cmd="redlock__run__subcmd__history"
+                ;;
             redlock__run,list)
                 cmd="redlock__run__subcmd__list"
                 ;;
@@ -39,6 +42,9 @@ _redlock__run() {
                 ;;
             redlock__run__subcmd__help,help)
                 cmd="redlock__run__subcmd__help__subcmd__help"
+                ;;
+            redlock__run__subcmd__help,history)
+                cmd="redlock__run__subcmd__help__subcmd__history"
                 ;;
             redlock__run__subcmd__help,list)
                 cmd="redlock__run__subcmd__help__subcmd__list"
@@ -59,7 +65,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -n -E -c -q -v -h -V --key --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --history --fair --supersede --replace --min-hold --once --once-per --remember --max-runtime --stop-timeout --label --allow-eviction --ping --max-skips --dry-run --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release metrics check help"
+            opts="-k -r -t -w -n -E -c -q -v -h -V --key --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --history --fair --supersede --replace --min-hold --once --once-per --remember --max-runtime --stop-timeout --label --allow-eviction --ping --max-skips --dry-run --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release metrics check history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -259,7 +265,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__help)
-            opts="status list release metrics check help"
+            opts="status list release metrics check history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -287,6 +293,20 @@ _redlock__run() {
             return 0
             ;;
         redlock__subcmd__run__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__run__subcmd__help__subcmd__history)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -349,6 +369,60 @@ _redlock__run() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__subcmd__run__subcmd__history)
+            opts="-k -n -f -r -h --key --lines --json --follow --redis --password-file --prefix --redis-timeout --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -k)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lines)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

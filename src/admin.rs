@@ -2,7 +2,8 @@
 //! JSON). One flow for every kind of deployment: reading and deleting go through
 //! `backend::inspect`, whose views hold what each node said and the verdict of the whole.
 //! The branches here are wording only: one server's view is said in a line per lock; a
-//! Redlock quorum's names each node and the quorum's verdict.
+//! Redlock quorum's names each node and the quorum's verdict. `history` is worded in
+//! `admin/history.rs`, over `backend::history`.
 
 use std::io::Write;
 use std::time::Duration;
@@ -18,11 +19,16 @@ use crate::exit::Outcome;
 use crate::report::escape;
 use crate::{holder, report};
 
+mod history;
+
 pub fn run(config: &AdminConfig) -> Outcome {
     if let AdminAction::Check { key, thresholds } = &config.action {
         return crate::check::run(config, key, thresholds);
     }
-    if let AdminAction::Status { key, .. } | AdminAction::Release { key, .. } = &config.action {
+    if let AdminAction::Status { key, .. }
+    | AdminAction::Release { key, .. }
+    | AdminAction::History { key, .. } = &config.action
+    {
         report::set_key(key);
     }
     match run_checked(config) {
@@ -35,14 +41,28 @@ pub fn run(config: &AdminConfig) -> Outcome {
 }
 
 fn run_checked(config: &AdminConfig) -> Result<Outcome> {
-    let mut inspector = Inspector::open(&config.redis, config.redis_timeout)?;
+    let inspector = || Inspector::open(&config.redis, config.redis_timeout);
     match &config.action {
-        AdminAction::Status { key, json } => status(&mut inspector, key, *json),
-        AdminAction::List { json } => list(&mut inspector, &config.prefix, *json),
-        AdminAction::Release { key, force } => release(&mut inspector, key, *force),
-        AdminAction::Metrics => crate::metrics::metrics(&mut inspector, &config.prefix),
+        AdminAction::Status { key, json } => status(&mut inspector()?, key, *json),
+        AdminAction::List { json } => list(&mut inspector()?, &config.prefix, *json),
+        AdminAction::Release { key, force } => release(&mut inspector()?, key, *force),
+        AdminAction::Metrics => crate::metrics::metrics(&mut inspector()?, &config.prefix),
         // Judged by `check::run`, which reports its own failures as a plugin does.
         AdminAction::Check { key, thresholds } => Ok(crate::check::run(config, key, thresholds)),
+        AdminAction::History {
+            key,
+            lines,
+            json,
+            follow,
+        } => {
+            let request = history::Request {
+                key,
+                lines: *lines,
+                json: *json,
+                follow: *follow,
+            };
+            history::show(&config.redis, config.redis_timeout, &request)
+        }
     }
 }
 

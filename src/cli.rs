@@ -32,9 +32,9 @@ token), REDLOCK_FENCE (a number that grows with every acquisition of this lock) 
 REDLOCK_TTL_MS in its environment.
 
 Subcommands take their options after their name: redlock-run status -r URL -k KEY.
-To run a program named like a subcommand (status, list, release, metrics, check), put it
-after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARNING, 2 CRITICAL,
-3 UNKNOWN (see redlock-run check --help).";
+To run a program named like a subcommand (status, list, release, history, metrics,
+check), put it after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARNING,
+2 CRITICAL, 3 UNKNOWN (see redlock-run check --help).";
 
 /// Run a command while holding a named lock in Redis.
 ///
@@ -51,7 +51,7 @@ after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARNING, 2 CRITICAL
     subcommand_negates_reqs = true,
     override_usage = "redlock-run [OPTIONS] --key <KEY> -- <COMMAND> [ARGS]...\n       \
                       redlock-run [OPTIONS] --key <KEY> --shell <CMD>\n       \
-                      redlock-run <status|list|release|metrics|check> [OPTIONS]"
+                      redlock-run <status|list|release|history|metrics|check> [OPTIONS]"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -489,7 +489,7 @@ pub struct RunArgs {
     /// Run directly, not through a shell, in a process group of its own; it receives
     /// REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCE and REDLOCK_TTL_MS. Put it after -- so that
     /// its own options are not read as redlock-run's, and to run a program named like a
-    /// subcommand (status, list, release).
+    /// subcommand (status, list, release, history).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
 }
@@ -513,6 +513,7 @@ impl Cli {
             Some(Admin::Status { connection, .. })
             | Some(Admin::List { connection, .. })
             | Some(Admin::Release { connection, .. })
+            | Some(Admin::History { connection, .. })
             | Some(Admin::Metrics { connection, .. })
             | Some(Admin::Check { connection, .. }) => {
                 let used = matches.subcommand().map_or(&matches, |(_, used)| used);
@@ -698,6 +699,56 @@ pub enum Admin {
         #[command(flatten)]
         connection: Connection,
     },
+    /// Show a lock's last events, newest last, one line each: acquired, released, lost,
+    /// expired, forced, busy, timeout, superseded, replaced, already_done
+    ///
+    /// Each line gives the event's time (the Redis server's clock, UTC), the event, the
+    /// fence, the run's host, pid, program name and label, and where they apply its exit
+    /// status and how long it waited or held the lock. Runs record their events in
+    /// {KEY}:history, a Redis Stream capped by their --history. With several servers
+    /// (Redlock), an event is shown once a majority of them recorded it. Names and values
+    /// from outside are printed with control and invisible characters escaped; entries
+    /// another client wrote are shown as far as they can be read. Exit 0 when there are
+    /// events, 1 when the lock has no history, 125 on error; --follow runs until
+    /// interrupted, and dies of that signal (as tail -f does: 130 after Ctrl-C, 143 after
+    /// SIGTERM).
+    History {
+        /// Lock name
+        ///
+        /// As given to --key when the lock was taken; the Redis key is PREFIX + KEY, its
+        /// history {PREFIX + KEY}:history.
+        #[arg(short, long, value_name = "KEY")]
+        key: std::ffi::OsString,
+
+        /// How many of the last events to show, 1 to 10000
+        ///
+        /// 0 only with --follow: no past events, only new ones (as tail -n 0 -f). A history
+        /// keeps no more events than its runs' --history allows (100 by default).
+        #[arg(short = 'n', long, value_name = "N", default_value = "20")]
+        lines: String,
+
+        /// Print one JSON object a line instead of text
+        ///
+        /// Each with time (RFC 3339, UTC, milliseconds, as the JSON logs), time_ms, id (the
+        /// stream entry's ID), event, key, and where they apply fence, exit_code, waited_ms,
+        /// held_ms (numbers), token, host, pid, program, label and by. An entry another
+        /// client wrote without an event has "event": null and its "fields"; fields that do
+        /// not read as they should are named in "ill_formed".
+        #[arg(long)]
+        json: bool,
+
+        /// After the last events, keep printing new ones as they are recorded, until
+        /// interrupted
+        ///
+        /// A blocking read on each server (XREAD BLOCK), never polling; each read waits a
+        /// little less than --redis-timeout before it is sent again. Ends with an error
+        /// (125) when the server stops answering (with Redlock, when too few of them do).
+        #[arg(short, long)]
+        follow: bool,
+
+        #[command(flatten)]
+        connection: Connection,
+    },
 }
 
 /// Whether `args` (this process's command line, as clap refused it) asks for the `check`
@@ -729,7 +780,7 @@ mod tests {
 
     /// Options, values of each kind, and stray text, as a command line may hold them.
     fn argument() -> impl Strategy<Value = String> {
-        const OPTIONS: [&str; 37] = [
+        const OPTIONS: [&str; 45] = [
             "-k",
             "--key",
             "-r",
@@ -759,6 +810,9 @@ mod tests {
             "status",
             "list",
             "release",
+            "history",
+            "--follow",
+            "--lines",
             "--json",
             "--force",
             "--prefix",
@@ -767,6 +821,11 @@ mod tests {
             "--ping",
             "--max-skips",
             "--dry-run",
+            "metrics",
+            "check",
+            "--max-held",
+            "--warn-skips",
+            "--max-since-success",
         ];
         prop_oneof![
             prop::sample::select(&OPTIONS[..]).prop_map(String::from),

@@ -82,6 +82,24 @@ impl Session<'_> {
         reply.map_err(|(err, node)| describe_error(err, &node))
     }
 
+    /// Sends `command`, which names `key`, to the server that holds `key` (a cluster's
+    /// master of its slot) and reads its reply. The outer error is a failure to reach a
+    /// server, already described; the inner one is the command's own error reply (such as
+    /// `WRONGTYPE`), with the server's name, for the caller to word.
+    pub fn query_keyed<T: FromRedisValue>(
+        &mut self,
+        key: &Key,
+        command: &Cmd,
+    ) -> Result<std::result::Result<T, (RedisError, String)>> {
+        self.send(Some(key.as_bytes()), |connection, asking| {
+            if !asking {
+                return command.query(connection);
+            }
+            let (reply,): (T,) = with_asking(command).query(connection)?;
+            Ok(reply)
+        })
+    }
+
     /// Runs `script` by SHA. A server that does not have it gets every script loaded and
     /// this one run in a single round trip; a user who may not load scripts gets this one
     /// sent whole.

@@ -11,15 +11,17 @@
 //! - `vetting`: whether a server can keep a lock at all (eviction, a cluster node behind a
 //!   plain URL), asked along with the first acquisition on each connection;
 //! - `inspect`: reading and clearing locks for `status`, `list` and `release`, and
-//!   `counters` their counters for `metrics`, `check` and `status`.
+//!   `counters` their counters for `metrics`, `check` and `status`;
+//! - `history`: reading a lock's event history for `history`.
 //!
-//! The rest of the program sees [`LockBackend`] and [`inspect::Inspector`], never a Redis
-//! connection. Nothing here knows of processes or signals.
+//! The rest of the program sees [`LockBackend`], [`inspect::Inspector`] and
+//! [`history::History`], never a Redis connection. Nothing here knows of processes or signals.
 
 mod connection;
 pub mod counters;
 mod endpoint;
 mod error;
+pub mod history;
 pub mod inspect;
 mod key;
 mod layout;

@@ -121,6 +121,13 @@ pub enum AdminAction {
         key: Key,
         thresholds: Thresholds,
     },
+    /// `lines`: how many past events, at most `MAX_HISTORY_LINES` (0 only with `follow`).
+    History {
+        key: Key,
+        lines: usize,
+        json: bool,
+        follow: bool,
+    },
 }
 
 /// The levels of `check`: each a (warning, critical) pair, either or both absent.
@@ -231,6 +238,25 @@ impl Task {
                     )?,
                 };
                 (connection, AdminAction::Check { key, thresholds })
+            }
+            Admin::History {
+                key,
+                lines,
+                json,
+                follow,
+                connection,
+            } => {
+                let key = full_key(&connection.prefix, &key)?;
+                let lines = history_lines(&lines, follow)?;
+                (
+                    connection,
+                    AdminAction::History {
+                        key,
+                        lines,
+                        json,
+                        follow,
+                    },
+                )
             }
         };
         let (redis, redis_timeout) = check_connection(&connection)?;
@@ -625,6 +651,31 @@ fn full_key(prefix: &OsStr, name: &OsStr) -> Result<Key> {
 
 /// `release` takes locks, not their bookkeeping: deleting a fence counter could let fences
 /// repeat, and a limit, queue or slot key is the lock's to manage.
+/// `history -n`: 1 to `MAX_EVENTS`, or 0 with `--follow` (only new events).
+fn history_lines(text: &str, follow: bool) -> Result<usize> {
+    let max = crate::backend::history::MAX_EVENTS;
+    let lines: usize = match text.trim().parse() {
+        Ok(lines) => lines,
+        Err(_) if !text.trim().is_empty() && text.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            usize::MAX
+        }
+        Err(_) => bail!(
+            "invalid -n {:?}: it must be a number of events, from 1 to {max}",
+            report::escape(text)
+        ),
+    };
+    if lines > max {
+        bail!("invalid -n {}: at most {max} events are shown", text.trim());
+    }
+    if lines == 0 && !follow {
+        bail!(
+            "invalid -n 0: it shows nothing; give 1 to {max}, or -n 0 with --follow for new \
+             events only"
+        );
+    }
+    Ok(lines)
+}
+
 fn refuse_bookkeeping(key: &Key) -> Result<()> {
     if let Some(lock) = lock_of_internal_key(key) {
         bail!(

@@ -11,6 +11,7 @@ mod errors;
 mod exclusion;
 mod exit_codes;
 mod faults;
+mod history_command;
 mod history_recording;
 mod keys;
 mod lease;

@@ -186,6 +186,11 @@ impl Running {
         read_pid(path)
     }
 
+    /// stdout so far (a long-running subcommand's lines, read as they come).
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stdout.snapshot()).into_owned()
+    }
+
     /// stderr so far.
     pub fn stderr_so_far(&self) -> String {
         String::from_utf8_lossy(&self.stderr.snapshot()).into_owned()
