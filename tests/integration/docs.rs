@@ -283,6 +283,8 @@ const OTHER_PROGRAMS_FLAGS: &[&str] = &[
     "many-waiters",
     "many-n",
     "all",
+    // node_exporter's, in docs/monitoring.md's textfile recipe
+    "collector",
 ];
 
 #[test]

@@ -155,7 +155,9 @@ mod tests {
     /// ignores none.
     #[test]
     fn the_note_names_ignored_signals() {
-        let mut ignoring = std::process::Command::new("/bin/sh")
+        // Both start from the default actions, whatever the suite inherited (nohup, a
+        // background job): only the shell's own traps may show.
+        let mut ignoring = with_default_signals(&mut std::process::Command::new("/bin/sh"))
             .args(["-c", "trap '' HUP INT; exec sleep 30"])
             .spawn()
             .unwrap();
