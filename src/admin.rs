@@ -19,11 +19,13 @@ use crate::exit::Outcome;
 use crate::report::escape;
 use crate::{holder, report};
 
+pub mod check;
 mod history;
+mod metrics;
 
 pub fn run(config: &AdminConfig) -> Outcome {
     if let AdminAction::Check { key, thresholds } = &config.action {
-        return crate::check::run(config, key, thresholds);
+        return check::run(config, key, thresholds);
     }
     if let AdminAction::Status { key, .. }
     | AdminAction::Release { key, .. }
@@ -46,9 +48,9 @@ fn run_checked(config: &AdminConfig) -> Result<Outcome> {
         AdminAction::Status { key, json } => status(&mut inspector()?, key, *json),
         AdminAction::List { json } => list(&mut inspector()?, &config.prefix, *json),
         AdminAction::Release { key, force } => release(&mut inspector()?, key, *force),
-        AdminAction::Metrics => crate::metrics::metrics(&mut inspector()?, &config.prefix),
+        AdminAction::Metrics => metrics::metrics(&mut inspector()?, &config.prefix),
         // Judged by `check::run`, which reports its own failures as a plugin does.
-        AdminAction::Check { key, thresholds } => Ok(crate::check::run(config, key, thresholds)),
+        AdminAction::Check { key, thresholds } => Ok(check::run(config, key, thresholds)),
         AdminAction::History {
             key,
             lines,
@@ -292,7 +294,7 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
 /// the lock itself was read).
 fn success_record(inspector: &mut Inspector, key: &Key) -> Option<LockCounters> {
     let nodes = inspector.counters(std::slice::from_ref(key)).remove(0);
-    crate::metrics::warn_notes(&nodes);
+    metrics::warn_notes(&nodes);
     match LockCounters::merge(&nodes) {
         Ok(counters) => counters.recorded.then_some(counters),
         Err(err) => {

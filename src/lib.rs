@@ -11,11 +11,9 @@
 //! ```
 
 pub mod admin;
-pub mod check;
 pub mod cli;
 pub mod config;
 pub mod exit;
-pub mod metrics;
 pub mod report;
 pub mod run;
 

@@ -5,10 +5,11 @@
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
+use redlock_run::admin::{self, check};
 use redlock_run::cli::{self, Cli};
 use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
-use redlock_run::{admin, check, report, run};
+use redlock_run::{report, run};
 
 /// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
 #[cfg(target_env = "musl")]

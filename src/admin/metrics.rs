@@ -55,7 +55,7 @@ pub fn metrics(inspector: &mut Inspector, prefix: &Key) -> Result<Outcome> {
             locks.push(lock);
         }
     }
-    crate::admin::print(render(&locks).trim_end())?;
+    super::print(render(&locks).trim_end())?;
     Ok(Outcome::Done)
 }
 

@@ -12,12 +12,12 @@
 
 use std::time::Duration;
 
+use super::metrics::{oldest_holder, seconds, warn_notes};
 use crate::backend::counters::LockCounters;
 use crate::backend::inspect::{Inspector, Verdict};
 use crate::backend::Key;
 use crate::config::{AdminConfig, Levels, Thresholds};
 use crate::exit::{Outcome, PluginState};
-use crate::metrics::{oldest_holder, seconds, warn_notes};
 use crate::report;
 
 /// Judges the lock at `key` and prints the plugin line.
@@ -52,7 +52,7 @@ fn plugin_line(state: PluginState, text: &str) -> Outcome {
         Some(perfdata) => format!("REDLOCK {} - {summary} | {perfdata}", state.word()),
         None => format!("REDLOCK {} - {summary}", state.word()),
     };
-    if let Err(err) = crate::admin::print(&line) {
+    if let Err(err) = super::print(&line) {
         report::error(&err);
     }
     Outcome::Plugin(state)
