@@ -118,9 +118,11 @@ fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
     }
 }
 
-/// Every lock any node knows of, a line (or JSON object) each.
-fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> {
-    let (names, failed) = inspector.list(prefix, false);
+/// The names of every lock under `prefix` that any node knows of (with `with_counters`,
+/// also those that have only counters): an error when too few nodes answered, a warning
+/// for each that did not.
+fn lock_names(inspector: &mut Inspector, prefix: &Key, with_counters: bool) -> Result<Vec<Key>> {
+    let (names, failed) = inspector.list(prefix, with_counters);
     if inspector.is_quorum() {
         for (display, err) in &failed {
             report::warn(format_args!("cannot list the locks on {display}: {err}"));
@@ -131,6 +133,12 @@ fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> 
     } else if let Some((_, err)) = failed.first() {
         bail!("cannot list locks: {err}");
     }
+    Ok(names)
+}
+
+/// Every lock any node knows of, a line (or JSON object) each.
+fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> {
+    let names = lock_names(inspector, prefix, false)?;
     let mut views = inspector.read_all(&names);
     if let Some((key, err)) = views
         .iter()

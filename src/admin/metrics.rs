@@ -26,17 +26,7 @@ use crate::report;
 
 /// Prints the exposition of every lock under `prefix`.
 pub fn metrics(inspector: &mut Inspector, prefix: &Key) -> Result<Outcome> {
-    let (names, failed) = inspector.list(prefix, true);
-    if inspector.is_quorum() {
-        for (display, err) in &failed {
-            report::warn(format_args!("cannot list the locks on {display}: {err}"));
-        }
-        if failed.len() >= inspector.majority() {
-            bail!("cannot list locks: too few Redis nodes answered");
-        }
-    } else if let Some((_, err)) = failed.first() {
-        bail!("cannot list locks: {err}");
-    }
+    let names = super::lock_names(inspector, prefix, true)?;
     let views = inspector.read_all(&names);
     let counters = inspector.counters(&names);
     let mut locks = Vec::with_capacity(names.len());

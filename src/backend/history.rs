@@ -24,7 +24,7 @@ use super::inspect::read_peek;
 use super::layout::{record_keys, Key};
 use super::quorum::majority;
 use super::scripts::Peek;
-use super::Deployment;
+use super::{on_every_node, Deployment};
 
 /// The most events `history -n` shows.
 pub const MAX_EVENTS: usize = 10_000;
@@ -560,30 +560,6 @@ fn bytes_of(value: Value) -> Option<Vec<u8>> {
         Value::Int(number) => Some(number.to_string().into_bytes()),
         _ => None,
     }
-}
-
-/// Runs `read` on every node at once; one result per node, in order. One node is read on
-/// this thread.
-fn on_every_node<T: Send>(nodes: &mut [Node], read: impl Fn(&mut Node) -> T + Sync) -> Vec<T> {
-    if let [node] = nodes {
-        return vec![read(node)];
-    }
-    std::thread::scope(|scope| {
-        let reads: Vec<_> = nodes
-            .iter_mut()
-            .map(|node| {
-                let read = &read;
-                scope.spawn(move || read(node))
-            })
-            .collect();
-        reads
-            .into_iter()
-            .map(|read| {
-                read.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    })
 }
 
 #[cfg(test)]

@@ -298,30 +298,9 @@ impl Inspector {
         })
     }
 
-    /// Runs `read` on every node at once; one result per node, in order. One node is read
-    /// on this thread.
+    /// Runs `read` on every node at once; one result per node, in order.
     fn on_every_node<T: Send>(&mut self, read: impl Fn(&mut Link) -> T + Sync) -> Vec<T> {
-        if let [link] = self.links.as_mut_slice() {
-            return vec![read(link)];
-        }
-        std::thread::scope(|scope| {
-            let reads: Vec<_> = self
-                .links
-                .iter_mut()
-                .map(|link| {
-                    let read = &read;
-                    scope.spawn(move || read(link))
-                })
-                .collect();
-            reads
-                .into_iter()
-                // A node's panic (a bug; the release build aborts on it) goes on here.
-                .map(|read| {
-                    read.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
-        })
+        super::on_every_node(&mut self.links, read)
     }
 }
 

@@ -306,3 +306,31 @@ pub trait TakeoverListener: Send {
     /// timeout. May be called again once a subscription has broken.
     fn listen(&mut self, sink: NoticeSink) -> Result<Subscription>;
 }
+
+/// Runs `read` on every node at once (`status`, `list`, `history` over a Redlock quorum);
+/// one result per node, in order. One node is read on this thread.
+pub(crate) fn on_every_node<N: Send, T: Send>(
+    nodes: &mut [N],
+    read: impl Fn(&mut N) -> T + Sync,
+) -> Vec<T> {
+    if let [node] = nodes {
+        return vec![read(node)];
+    }
+    std::thread::scope(|scope| {
+        let reads: Vec<_> = nodes
+            .iter_mut()
+            .map(|node| {
+                let read = &read;
+                scope.spawn(move || read(node))
+            })
+            .collect();
+        reads
+            .into_iter()
+            // A node's panic (a bug; the release build aborts on it) goes on here.
+            .map(|read| {
+                read.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
