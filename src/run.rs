@@ -76,6 +76,20 @@ struct RunRecord {
     pinger: Option<Pinger>,
 }
 
+impl RunRecord {
+    /// The command started, as process `pid`: the start ping goes out.
+    fn command_started(&mut self, pid: libc::pid_t) {
+        self.started = true;
+        if let Some(pinger) = self.pinger.as_mut() {
+            pinger.started();
+        }
+        report::verbose_as(
+            report::LogEvent::Started,
+            format_args!("command started, pid {pid}"),
+        );
+    }
+}
+
 /// A skipped run, for the `--max-skips` alarm.
 struct Skip {
     /// busy, timeout, superseded, already done.
@@ -200,16 +214,25 @@ enum Ran {
     },
 }
 
+impl Ran {
+    /// Tells the guardian, if there is one, that the command's group is gone.
+    fn dismiss_guardian(&self) {
+        if let Ran::Supervised {
+            guardian: Some(guardian),
+            ..
+        } = self
+        {
+            guardian.dismiss();
+        }
+    }
+}
+
 /// The safety order, on one screen: the lock, then its lease renewed, then the guardian,
 /// then the command on a lease that still holds; and once the command's whole process
 /// group is gone (or it never started), the one release.
 fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     let (events_tx, events) = mpsc::channel();
-    let Prepared {
-        child_pid,
-        renewer,
-        mut command,
-    } = match prepare(config, &events_tx)? {
+    let mut prepared = match prepare(config, &events_tx)? {
         Ok(prepared) => prepared,
         Err(outcome) => return Ok(outcome),
     };
@@ -233,7 +256,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     );
     let env = command_env(config, token, held.fence);
     let mut lease = config.timing.lease_from(held.sent_at);
-    let renewer = renewer.start(held.backend, lease);
+    let renewer = prepared.renewer.start(held.backend, lease);
 
     // From here to the release, nothing returns: every way out goes through it.
     let ran = 'command: {
@@ -247,7 +270,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         // its `exec`, since this process may be paused anywhere until then; by then its
         // process has named its group to the guardian.
         let spawned = process::spawn(
-            &mut command,
+            &mut prepared.command,
             &env,
             lease.valid_until(),
             ready_guardian.as_ref(),
@@ -256,30 +279,18 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
             Ok(child) => child,
             Err(err) => break 'command Ran::NotStarted(cannot_run(config, err)),
         };
-        let _ = child_pid.send(child.pid());
-        record.started = true;
-        if let Some(pinger) = record.pinger.as_mut() {
-            pinger.started();
-        }
-        report::verbose_as(
-            report::LogEvent::Started,
-            format_args!("command started, pid {}", child.pid()),
-        );
+        let _ = prepared.child_pid.send(child.pid());
+        record.command_started(child.pid());
         // A renewal that finished since the command's process named its lease reaches the
         // guardian through the supervisor.
         let guardian = ready_guardian.map(ReadyGuardian::armed);
-        let limits = supervise::Limits {
-            kill_after: config.timing.kill_after,
-            max_runtime: config.max_runtime,
-            stop_timeout: config.stop_timeout,
-        };
         let supervised = supervise::supervise(
             &mut child,
             guardian.as_ref(),
             &events,
             &mut lease,
             &config.key,
-            limits,
+            limits(config),
         );
         Ran::Supervised {
             supervised,
@@ -288,7 +299,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         }
     };
 
-    // The one release.
+    // The one release: the command's whole process group is gone, or it never started.
     let backend = renewer.stop();
     supervise::catch_up(&events, &mut lease);
     let found = end_hold(&mut **renew::lock_backend(&backend), config, &lease, &ran);
@@ -296,13 +307,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     record.renewals = lease.renewals();
     // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
     // is dismissed it finds the group gone and does nothing to it.
-    if let Ran::Supervised {
-        guardian: Some(guardian),
-        ..
-    } = &ran
-    {
-        guardian.dismiss();
-    }
+    ran.dismiss_guardian();
     ran_outcome(config, ran, found)
 }
 
@@ -343,6 +348,15 @@ fn prepare(config: &Config, events_tx: &Sender<Event>) -> Result<Result<Prepared
             Err(err) => Err(cannot_run(config, err)),
         },
     )
+}
+
+/// The time limits the supervisor enforces.
+fn limits(config: &Config) -> supervise::Limits {
+    supervise::Limits {
+        kill_after: config.timing.kill_after,
+        max_runtime: config.max_runtime,
+        stop_timeout: config.stop_timeout,
+    }
 }
 
 /// The variables a run gives its command (`RUN_VARIABLES`), with their values.
