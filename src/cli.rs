@@ -752,18 +752,69 @@ pub enum Admin {
 }
 
 /// Whether `args` (this process's command line, as clap refused it) asks for the `check`
-/// plugin: its first argument that is not --log-format (and its value) is `check`. A plugin
-/// reports even a command line it cannot parse as UNKNOWN (3), not as redlock-run's 125.
+/// plugin: its first argument that is neither an option nor an option's value is `check`,
+/// and no `-k`/`--key` (a run's) or `--` came before it. A plugin reports even a command
+/// line it cannot parse as UNKNOWN (3), not as redlock-run's 125: `redlock-run -r URL check
+/// -k KEY` too, whose options before the subcommand's name clap refuses.
 pub fn check_requested<I, T>(args: I) -> bool
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString>,
 {
+    let command = Cli::command();
+    let takes_value =
+        |found: Option<&clap::Arg>| found.is_some_and(|arg| arg.get_action().takes_values());
+    let long = |name: &str| {
+        command.get_arguments().find(|arg| {
+            arg.get_long() == Some(name)
+                || arg
+                    .get_all_aliases()
+                    .is_some_and(|aliases| aliases.contains(&name))
+        })
+    };
+    let short = |letter: char| {
+        command.get_arguments().find(|arg| {
+            arg.get_short() == Some(letter)
+                || arg
+                    .get_all_short_aliases()
+                    .is_some_and(|aliases| aliases.contains(&letter))
+        })
+    };
+    let is_key = |found: Option<&clap::Arg>| found.is_some_and(|arg| arg.get_id() == "key");
     let mut args = args.into_iter().map(Into::into).skip(1);
     while let Some(arg) = args.next() {
-        if arg == "--log-format" {
-            args.next();
-        } else if !arg.to_string_lossy().starts_with("--log-format=") {
+        let text = arg.to_string_lossy();
+        if text == "--" {
+            return false;
+        }
+        if let Some(name) = text.strip_prefix("--") {
+            let (name, attached) = match name.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (name, false),
+            };
+            let found = long(name);
+            if is_key(found) {
+                return false;
+            }
+            if !attached && takes_value(found) {
+                args.next();
+            }
+        } else if let Some(letters) = text.strip_prefix('-').filter(|rest| !rest.is_empty()) {
+            // `-vk KEY`, `-rURL`: the first letter that takes a value takes the rest, or
+            // the next argument.
+            for (at, letter) in letters.char_indices() {
+                let found = short(letter);
+                if is_key(found) {
+                    return false;
+                }
+                if takes_value(found) {
+                    if at + letter.len_utf8() == letters.len() {
+                        args.next();
+                    }
+                    break;
+                }
+            }
+        } else {
             return arg == "check";
         }
     }

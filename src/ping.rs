@@ -297,6 +297,11 @@ fn describe(err: &ureq::Error) -> String {
         Error::Timeout(_) => String::from("timed out"),
         Error::HostNotFound => String::from("host not found"),
         Error::ConnectionFailed => String::from("connection failed"),
+        // The resolver's failure is an I/O error of no kind ("uncategorized"): its text
+        // (std's, which names no host) says what failed.
+        Error::Io(io) if io.to_string().starts_with("failed to lookup address") => {
+            String::from("the host name could not be resolved")
+        }
         Error::Io(io) => format!("{}", io.kind()),
         Error::Tls(what) => format!("TLS: {what}"),
         Error::Rustls(_) => String::from("TLS handshake failed"),
@@ -343,6 +348,25 @@ mod tests {
         let url = PingUrl::parse("http://127.0.0.1:8000/x").unwrap();
         assert_eq!(url.with_path(""), "http://127.0.0.1:8000/x");
         assert_eq!(url.with_path("/3"), "http://127.0.0.1:8000/x/3");
+    }
+
+    /// A name the resolver cannot find (`.invalid` never resolves) is said as such, not as
+    /// an "uncategorized error", and the name is not shown.
+    #[test]
+    fn an_unresolved_host_is_named_as_such() {
+        let url = PingUrl::parse("http://secret-name.invalid/ping/abc-secret").unwrap();
+        let agent = make_agent(&url);
+        let why = send(&agent, &url, "", None, Instant::now() + ATTEMPT_TIMEOUT).unwrap_err();
+        // (Where no resolver answers at all, the attempt times out instead.)
+        assert!(
+            [
+                "the host name could not be resolved",
+                "host not found",
+                "timed out"
+            ]
+            .contains(&why.as_str()),
+            "{why}"
+        );
     }
 
     #[test]

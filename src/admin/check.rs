@@ -31,13 +31,18 @@ pub fn run(config: &AdminConfig, key: &Key, thresholds: &Thresholds) -> Outcome 
 
 /// The line, and the outcome, of a usage error: the command line could not be read.
 pub fn usage_unknown(message: &str) -> Outcome {
-    let first = message
+    let mut lines = message
         .lines()
         .map(str::trim)
-        .find(|line| !line.is_empty())
-        .unwrap_or("bad usage");
+        .filter(|line| !line.is_empty());
+    let first = lines.next().unwrap_or("bad usage");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    plugin_line(PluginState::Unknown, first)
+    // clap's "the following required arguments were not provided:" names them on the
+    // next line.
+    match lines.next().filter(|_| first.ends_with(':')) {
+        Some(next) => plugin_line(PluginState::Unknown, &format!("{first} {next}")),
+        None => plugin_line(PluginState::Unknown, first),
+    }
 }
 
 /// Prints `REDLOCK STATE - text` on stdout: one line, whatever the text holds (a `|` in it

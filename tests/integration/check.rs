@@ -235,12 +235,52 @@ fn bad_command_lines_are_unknown() {
         let (code, line) = plugin_result(&out);
         assert_eq!(code, 3, "{args:?}: {line}");
     }
-    // The rest of redlock-run keeps 125 for a usage error.
+    // Options before the subcommand's name (clap refuses them): UNKNOWN too, saying where
+    // they go; a missing -k is named.
+    let url = server.url();
+    let before: [&[&str]; 5] = [
+        &["-r", &url, "check", "-k", "j"],
+        &["--redis", &url, "check", "-k", "j"],
+        &["-v", "check", "-k", "j"],
+        &["--ping", "http://h.example/x", "check", "-k", "j"],
+        &[
+            "--history=5",
+            "-qr",
+            &url,
+            "check",
+            "-k",
+            "j",
+            "--max-skips",
+            "2",
+        ],
+    ];
+    for args in before {
+        let out = server.cmd().args(args).run();
+        let (code, line) = plugin_result(&out);
+        assert_eq!(code, 3, "{args:?}: {line}");
+        assert!(line.contains("options go after"), "{args:?}: {line}");
+    }
+    let out = server.cmd().args(["check"]).run();
+    assert!(
+        plugin_result(&out).1.contains("--key"),
+        "{}",
+        out.stdout_str()
+    );
+    // The rest of redlock-run keeps 125 for a usage error, and so does a run (its -k first,
+    // or after --) of a program named check.
     server
         .cmd()
         .args(["status", "--no-such-flag"])
         .run()
         .assert_code(125);
+    for args in [
+        &["-k", "j", "--no-such-flag", "check"][..],
+        &["--no-such-flag", "--", "check", "-k", "j"],
+    ] {
+        let out = server.cmd().args(args).run();
+        out.assert_code(125);
+        assert_eq!(out.stdout_str(), "", "{args:?}");
+    }
 }
 
 /// Redlock: the skips a majority of the nodes reached decide.
