@@ -103,7 +103,7 @@ fn judge(
             "held by {} for {}{}",
             oldest.who,
             human(oldest.age),
-            breach(level, thresholds.held, "over", human)
+            breach(level, thresholds.held, "over", exact)
         ),
         None if super::metrics::holders(&view) > 0 => String::from("held"),
         None => String::from("free"),
@@ -136,7 +136,7 @@ fn judge(
         Some(since) => format!(
             "last success {} ago{}",
             human(since),
-            breach(level, thresholds.since_success, "over", human)
+            breach(level, thresholds.since_success, "over", exact)
         ),
         None => format!(
             "never succeeded{}",
@@ -223,6 +223,12 @@ fn levels<T: Copy>(levels: Levels<T>, show: impl Fn(T) -> String) -> String {
     format!("{};{};0;", show(levels.warn), show(levels.crit))
 }
 
+/// An age, to the second.
 fn human(duration: Duration) -> String {
     report::duration(Duration::from_secs(duration.as_secs())).to_string()
+}
+
+/// A level, as given: `--max-held 100ms` is over 100ms, not over 0s.
+fn exact(duration: Duration) -> String {
+    report::duration(duration).to_string()
 }

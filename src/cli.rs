@@ -489,7 +489,7 @@ pub struct RunArgs {
     /// Run directly, not through a shell, in a process group of its own; it receives
     /// REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCE and REDLOCK_TTL_MS. Put it after -- so that
     /// its own options are not read as redlock-run's, and to run a program named like a
-    /// subcommand (status, list, release, history).
+    /// subcommand (status, list, release, history, metrics, check).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
 }
@@ -889,6 +889,36 @@ mod tests {
                 long.starts_with(&short) && long.len() > short.len() + 20,
                 "{command} {id}: the long help adds nothing to {short:?}:\n{long}"
             );
+        }
+    }
+
+    /// The texts that list the subcommands a program after -- may be named like (the
+    /// COMMAND argument's help, the footer of --help) name every one of them.
+    #[test]
+    fn every_subcommand_is_named_where_the_subcommands_are_listed() {
+        let mut command = Cli::command();
+        command.build();
+        let command_help = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == "command")
+            .and_then(|arg| arg.get_long_help())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let footer = command
+            .get_after_help()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for sub in command.get_subcommands() {
+            let name = sub.get_name();
+            if name == "help" {
+                continue;
+            }
+            for (what, text) in [("COMMAND's help", &command_help), ("the footer", &footer)] {
+                assert!(
+                    text.contains(name),
+                    "{what} does not name the subcommand {name}:\n{text}"
+                );
+            }
         }
     }
 

@@ -102,6 +102,11 @@ fn held_too_long_warns_then_goes_critical() {
         "{line}"
     );
 
+    // A level below a second is named as given.
+    let (code, line) = check(&server, "h", &["--max-held", "1500ms"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains("(CRITICAL: over 1s 500ms)"), "{line}");
+
     let (code, line) = check(&server, "free", &["--max-held", "1s"]);
     assert_eq!(code, 0, "{line}");
     assert!(line.contains("redlock:free: free"), "{line}");
