@@ -546,8 +546,8 @@ pub enum Admin {
     /// Prints the holder's host, pid, program name, label, how long it has held the lock,
     /// the time left on its lease and its fence; then, once a run has succeeded or been
     /// skipped, a line with the time of the last success and the consecutive skips
-    /// (busy, timed out, superseded, already done) since. A value redlock-run did not write is shown
-    /// as held by an unknown holder. Names and values from outside are printed with control
+    /// (busy, --wait ran out, superseded, already done) since. A value redlock-run did not
+    /// write is shown as held by an unknown holder. Names and values from outside are printed with control
     /// and invisible characters escaped.
     Status {
         /// Lock name
@@ -622,8 +622,8 @@ pub enum Admin {
     /// the server's clock; absent when the lock is free),
     /// redlock_run_last_success_timestamp_seconds (absent when no run has succeeded) and
     /// redlock_run_consecutive_skips. The counters are kept in Redis by the runs themselves
-    /// ({KEY}:stats). A name that is not UTF-8 is shown with each byte that is not written
-    /// \xNN and each backslash doubled, and its samples carry key_escaped="true". Locks are
+    /// ({KEY}:stats). A name that is not UTF-8 is shown with each byte that is not UTF-8
+    /// written \xNN and each backslash doubled, and its samples carry key_escaped="true". Locks are
     /// found with SCAN, never KEYS. With several servers (Redlock) each value is the highest
     /// that a majority of them reached. Nothing is printed on stdout when Redis cannot be
     /// read (exit 125): write to a temporary file and rename it only on success.
@@ -662,8 +662,8 @@ pub enum Admin {
         #[arg(long, value_name = "DUR")]
         warn_held: Option<String>,
 
-        /// CRITICAL at the N-th consecutive run that did not run its command (busy, wait
-        /// timed out, superseded, already done)
+        /// CRITICAL at the N-th consecutive run that did not run its command (busy, --wait
+        /// ran out, superseded, already done)
         ///
         /// 1 to 1000000. The count is reset by a successful run; a failed run neither adds
         /// to it nor resets it. N is the same as --max-skips of a run's dead-man ping: the
