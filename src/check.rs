@@ -81,14 +81,16 @@ fn judge(
     warn_notes(&nodes);
     let counters = LockCounters::merge(&nodes)
         .map_err(|err| anyhow::anyhow!("cannot read the counters: {err}"))?;
+    // Named on the plugin's line too: a monitoring system shows stdout, seldom stderr.
     let unreadable = nodes
         .iter()
         .flatten()
-        .any(|node| !node.recorded && !node.notes.is_empty());
-    if unreadable
-        && (thresholds.skips != Levels::default() || thresholds.since_success != Levels::default())
-    {
-        anyhow::bail!("the counters are not readable (see stderr)");
+        .find(|node| !node.recorded && !node.notes.is_empty())
+        .map(|node| node.notes[0].as_str());
+    if let Some(why) = unreadable {
+        if thresholds.skips != Levels::default() || thresholds.since_success != Levels::default() {
+            anyhow::bail!("the counters are not readable: {why}");
+        }
     }
     let c = &counters.counters;
     let mut state = PluginState::Ok;

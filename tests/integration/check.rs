@@ -206,6 +206,23 @@ fn redis_down_or_refusing_is_unknown() {
         .assert_not_leaked("s3cret-pw");
 }
 
+/// Counters another application's key stands in for: only reported without thresholds
+/// that need them (OK), UNKNOWN with them, the reason on the plugin's line itself (a
+/// monitoring system shows stdout, seldom stderr).
+#[test]
+fn counters_of_another_type_are_unknown_and_named_on_the_line() {
+    let server = RedisServer::start();
+    let _: () = server.query(&["SET", &stats_key("t"), "foreign"]);
+    let (code, line) = check(&server, "t", &["--max-held", "1h"]);
+    assert_eq!(code, 0, "{line}");
+    let (code, line) = check(&server, "t", &["--max-skips", "2"]);
+    assert_eq!(code, 3, "{line}");
+    assert!(
+        line.contains("not readable") && line.contains("is a string"),
+        "{line}"
+    );
+}
+
 /// Every command line that is not a check is UNKNOWN (3), never 125 or a panic: clap's own
 /// errors, bad durations and counts, a warning level above the critical one.
 #[test]
