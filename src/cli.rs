@@ -653,13 +653,13 @@ pub enum Admin {
         ///
         /// A duration as for --ttl (500ms, 30s, 2h; a bare number is seconds), above 0 and
         /// at most ten years; measured by the Redis server's clock from the acquisition.
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         max_held: Option<String>,
 
         /// WARNING when the current holder has held the lock longer than DUR
         ///
         /// As --max-held; with both, it must not be longer than --max-held.
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         warn_held: Option<String>,
 
         /// CRITICAL at the N-th consecutive run that did not run its command (busy, --wait
@@ -669,13 +669,13 @@ pub enum Admin {
         /// to it nor resets it. N is the same as --max-skips of a run's dead-man ping: the
         /// N-th consecutive skip is the alarm (so the performance data's threshold is N-1,
         /// the most skips that are still fine).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
         max_skips: Option<String>,
 
         /// WARNING at the N-th consecutive run that did not run its command
         ///
         /// As --max-skips; with both, it must not be above --max-skips.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
         warn_skips: Option<String>,
 
         /// CRITICAL when no run of the lock has succeeded for longer than DUR (or none ever
@@ -685,7 +685,7 @@ pub enum Admin {
         /// lock intact, at its release, by the Redis server's clock. A lock that no run has
         /// ever succeeded with (or a name no run ever used: a typo) is CRITICAL, "never
         /// succeeded".
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         max_since_success: Option<String>,
 
         /// WARNING when no run of the lock has succeeded for longer than DUR (or none ever
@@ -693,7 +693,7 @@ pub enum Admin {
         ///
         /// As --max-since-success; with both, it must not be longer than
         /// --max-since-success.
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         warn_since_success: Option<String>,
 
         #[command(flatten)]
@@ -724,7 +724,13 @@ pub enum Admin {
         ///
         /// 0 only with --follow: no past events, only new ones (as tail -n 0 -f). A history
         /// keeps no more events than its runs' --history allows (100 by default).
-        #[arg(short = 'n', long, value_name = "N", default_value = "20")]
+        #[arg(
+            short = 'n',
+            long,
+            value_name = "N",
+            default_value = "20",
+            allow_negative_numbers = true
+        )]
         lines: String,
 
         /// Print one JSON object a line instead of text

@@ -257,6 +257,18 @@ fn bad_command_lines_are_unknown() {
         let (code, line) = plugin_result(&out);
         assert_eq!(code, 3, "{args:?}: {line}");
     }
+    // A negative number is read as the option's value and refused by name, not taken
+    // for an unknown flag.
+    for flag in [
+        "--max-skips",
+        "--warn-skips",
+        "--max-held",
+        "--warn-since-success",
+    ] {
+        let (code, line) = check(&server, "j", &[flag, "-1"]);
+        assert_eq!(code, 3, "{line}");
+        assert!(line.contains(&format!("invalid {flag}")), "{line}");
+    }
     // The rest of redlock-run keeps 125 for a usage error.
     server
         .cmd()
