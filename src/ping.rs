@@ -310,11 +310,12 @@ fn describe(err: &ureq::Error) -> String {
     }
 }
 
-/// The body of the skip alarm: who holds the lock, and how many runs in a row skipped.
-pub fn skip_alarm_body(key: &str, skips: u64, reason: &str, holder: &str) -> String {
+/// The body of the skip alarm: how many runs in a row skipped, and who stood in the way
+/// (`held by …`, `superseded by …`, `done at … by …`).
+pub fn skip_alarm_body(key: &str, skips: u64, reason: &str, who: &str) -> String {
     format!(
         "redlock-run: {key}: {skips} consecutive runs did not run their command (this one: \
-         {reason}); held by {holder}\n"
+         {reason}); {who}\n"
     )
 }
 

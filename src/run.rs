@@ -82,7 +82,8 @@ struct RunRecord {
 struct Skip {
     /// busy, timeout, superseded, already done.
     reason: &'static str,
-    /// Who held the lock (or did the work), in one line.
+    /// Who held the lock, took this run's place or did the work, as a phrase that reads
+    /// alone: `held by …`, `superseded by …`, `done at … by …`.
     holder: String,
     /// The consecutive skips of the lock, this one included, if known.
     count: Option<u64>,
@@ -459,7 +460,7 @@ fn acquire(
             skips: count,
         }) => {
             backend.abandon();
-            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            let by = format!("superseded by {}", holder::newer_run(newer.as_deref()));
             *skip = Some(Skip::new("superseded", by, count));
             return Ok(superseded(config, newer.as_deref()));
         }
@@ -467,7 +468,7 @@ fn acquire(
             record,
             skips: count,
         }) => {
-            let by = holder::done_by(&record).1;
+            let by = format!("done {}", holder::done_by(&record).1);
             *skip = Some(Skip::new("already done", by, count));
             return Ok(already_done(config, &record));
         }
@@ -535,7 +536,7 @@ fn acquire(
             record,
             skips: count,
         } => {
-            let by = holder::done_by(&record).1;
+            let by = format!("done {}", holder::done_by(&record).1);
             *skip = Some(Skip::new("already done", by, count));
             Ok(already_done(config, &record))
         }
@@ -570,7 +571,7 @@ fn acquire(
             skips: count,
         } => {
             backend.abandon();
-            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            let by = format!("superseded by {}", holder::newer_run(newer.as_deref()));
             *skip = Some(Skip::new("superseded", by, count));
             Ok(superseded(config, newer.as_deref()))
         }

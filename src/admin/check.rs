@@ -86,14 +86,16 @@ fn judge(
     warn_notes(&nodes);
     let counters = LockCounters::merge(&nodes)
         .map_err(|err| anyhow::anyhow!("cannot read the counters: {err}"))?;
+    // Named on the plugin's line too: a monitoring system shows stdout, seldom stderr.
     let unreadable = nodes
         .iter()
         .flatten()
-        .any(|node| !node.recorded && !node.notes.is_empty());
-    if unreadable
-        && (thresholds.skips != Levels::default() || thresholds.since_success != Levels::default())
-    {
-        anyhow::bail!("the counters are not readable (see stderr)");
+        .find(|node| !node.recorded && !node.notes.is_empty())
+        .map(|node| node.notes[0].as_str());
+    if let Some(why) = unreadable {
+        if thresholds.skips != Levels::default() || thresholds.since_success != Levels::default() {
+            anyhow::bail!("the counters are not readable: {why}");
+        }
     }
     let c = &counters.counters;
     let mut state = PluginState::Ok;
@@ -108,7 +110,7 @@ fn judge(
             "held by {} for {}{}",
             oldest.who,
             human(oldest.age),
-            breach(level, thresholds.held, "over", human)
+            breach(level, thresholds.held, "over", exact)
         ),
         None if super::metrics::holders(&view) > 0 => String::from("held"),
         None => String::from("free"),
@@ -141,7 +143,7 @@ fn judge(
         Some(since) => format!(
             "last success {} ago{}",
             human(since),
-            breach(level, thresholds.since_success, "over", human)
+            breach(level, thresholds.since_success, "over", exact)
         ),
         None => format!(
             "never succeeded{}",
@@ -228,6 +230,12 @@ fn levels<T: Copy>(levels: Levels<T>, show: impl Fn(T) -> String) -> String {
     format!("{};{};0;", show(levels.warn), show(levels.crit))
 }
 
+/// An age, to the second.
 fn human(duration: Duration) -> String {
     report::duration(Duration::from_secs(duration.as_secs())).to_string()
+}
+
+/// A level, as given: `--max-held 100ms` is over 100ms, not over 0s.
+fn exact(duration: Duration) -> String {
+    report::duration(duration).to_string()
 }
