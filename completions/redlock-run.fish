@@ -102,7 +102,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -s h -l
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s k -l key -d 'Lock name' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-held -d 'CRITICAL when the current holder has held the lock longer than DUR' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-held -d 'WARNING when the current holder has held the lock longer than DUR' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-skips -d 'CRITICAL at the N-th consecutive run that did not run its command (busy, wait timed out, superseded, already done)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-skips -d 'CRITICAL at the N-th consecutive run that did not run its command (busy, --wait ran out, superseded, already done)' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-skips -d 'WARNING at the N-th consecutive run that did not run its command' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-since-success -d 'CRITICAL when no run of the lock has succeeded for longer than DUR (or none ever has)' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-since-success -d 'WARNING when no run of the lock has succeeded for longer than DUR (or none ever has)' -r

@@ -325,8 +325,13 @@ fn success_line(record: &LockCounters) -> Option<String> {
     let Some(at) = record.counters.last_success() else {
         return (record.counters.skips > 0).then(|| format!("no run has succeeded yet, {skips}"));
     };
+    // Past year 9999 RFC 3339 has no words for it (humantime's Display fails, and
+    // `to_string` would panic): such a count was not written by a run.
     let when = std::time::UNIX_EPOCH
         .checked_add(Duration::from_millis(at))
+        .filter(|&time| {
+            time < std::time::UNIX_EPOCH + Duration::from_secs(crate::holder::LAST_RFC3339_SECOND)
+        })
         .map_or_else(
             || String::from("(a time out of range)"),
             |time| humantime::format_rfc3339_seconds(time).to_string(),

@@ -489,7 +489,7 @@ pub struct RunArgs {
     /// Run directly, not through a shell, in a process group of its own; it receives
     /// REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCE and REDLOCK_TTL_MS. Put it after -- so that
     /// its own options are not read as redlock-run's, and to run a program named like a
-    /// subcommand (status, list, release, history).
+    /// subcommand (status, list, release, history, metrics, check).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
 }
@@ -546,8 +546,8 @@ pub enum Admin {
     /// Prints the holder's host, pid, program name, label, how long it has held the lock,
     /// the time left on its lease and its fence; then, once a run has succeeded or been
     /// skipped, a line with the time of the last success and the consecutive skips
-    /// (busy, timed out, superseded, already done) since. A value redlock-run did not write is shown
-    /// as held by an unknown holder. Names and values from outside are printed with control
+    /// (busy, --wait ran out, superseded, already done) since. A value redlock-run did not
+    /// write is shown as held by an unknown holder. Names and values from outside are printed with control
     /// and invisible characters escaped.
     Status {
         /// Lock name
@@ -622,8 +622,8 @@ pub enum Admin {
     /// the server's clock; absent when the lock is free),
     /// redlock_run_last_success_timestamp_seconds (absent when no run has succeeded) and
     /// redlock_run_consecutive_skips. The counters are kept in Redis by the runs themselves
-    /// ({KEY}:stats). A name that is not UTF-8 is shown with each byte that is not written
-    /// \xNN and each backslash doubled, and its samples carry key_escaped="true". Locks are
+    /// ({KEY}:stats). A name that is not UTF-8 is shown with each byte that is not UTF-8
+    /// written \xNN and each backslash doubled, and its samples carry key_escaped="true". Locks are
     /// found with SCAN, never KEYS. With several servers (Redlock) each value is the highest
     /// that a majority of them reached. Nothing is printed on stdout when Redis cannot be
     /// read (exit 125): write to a temporary file and rename it only on success.
@@ -653,29 +653,29 @@ pub enum Admin {
         ///
         /// A duration as for --ttl (500ms, 30s, 2h; a bare number is seconds), above 0 and
         /// at most ten years; measured by the Redis server's clock from the acquisition.
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         max_held: Option<String>,
 
         /// WARNING when the current holder has held the lock longer than DUR
         ///
         /// As --max-held; with both, it must not be longer than --max-held.
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         warn_held: Option<String>,
 
-        /// CRITICAL at the N-th consecutive run that did not run its command (busy, wait
-        /// timed out, superseded, already done)
+        /// CRITICAL at the N-th consecutive run that did not run its command (busy, --wait
+        /// ran out, superseded, already done)
         ///
         /// 1 to 1000000. The count is reset by a successful run; a failed run neither adds
         /// to it nor resets it. N is the same as --max-skips of a run's dead-man ping: the
         /// N-th consecutive skip is the alarm (so the performance data's threshold is N-1,
         /// the most skips that are still fine).
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
         max_skips: Option<String>,
 
         /// WARNING at the N-th consecutive run that did not run its command
         ///
         /// As --max-skips; with both, it must not be above --max-skips.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
         warn_skips: Option<String>,
 
         /// CRITICAL when no run of the lock has succeeded for longer than DUR (or none ever
@@ -685,7 +685,7 @@ pub enum Admin {
         /// lock intact, at its release, by the Redis server's clock. A lock that no run has
         /// ever succeeded with (or a name no run ever used: a typo) is CRITICAL, "never
         /// succeeded".
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         max_since_success: Option<String>,
 
         /// WARNING when no run of the lock has succeeded for longer than DUR (or none ever
@@ -693,7 +693,7 @@ pub enum Admin {
         ///
         /// As --max-since-success; with both, it must not be longer than
         /// --max-since-success.
-        #[arg(long, value_name = "DUR")]
+        #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         warn_since_success: Option<String>,
 
         #[command(flatten)]
@@ -724,7 +724,13 @@ pub enum Admin {
         ///
         /// 0 only with --follow: no past events, only new ones (as tail -n 0 -f). A history
         /// keeps no more events than its runs' --history allows (100 by default).
-        #[arg(short = 'n', long, value_name = "N", default_value = "20")]
+        #[arg(
+            short = 'n',
+            long,
+            value_name = "N",
+            default_value = "20",
+            allow_negative_numbers = true
+        )]
         lines: String,
 
         /// Print one JSON object a line instead of text
@@ -752,18 +758,69 @@ pub enum Admin {
 }
 
 /// Whether `args` (this process's command line, as clap refused it) asks for the `check`
-/// plugin: its first argument that is not --log-format (and its value) is `check`. A plugin
-/// reports even a command line it cannot parse as UNKNOWN (3), not as redlock-run's 125.
+/// plugin: its first argument that is neither an option nor an option's value is `check`,
+/// and no `-k`/`--key` (a run's) or `--` came before it. A plugin reports even a command
+/// line it cannot parse as UNKNOWN (3), not as redlock-run's 125: `redlock-run -r URL check
+/// -k KEY` too, whose options before the subcommand's name clap refuses.
 pub fn check_requested<I, T>(args: I) -> bool
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString>,
 {
+    let command = Cli::command();
+    let takes_value =
+        |found: Option<&clap::Arg>| found.is_some_and(|arg| arg.get_action().takes_values());
+    let long = |name: &str| {
+        command.get_arguments().find(|arg| {
+            arg.get_long() == Some(name)
+                || arg
+                    .get_all_aliases()
+                    .is_some_and(|aliases| aliases.contains(&name))
+        })
+    };
+    let short = |letter: char| {
+        command.get_arguments().find(|arg| {
+            arg.get_short() == Some(letter)
+                || arg
+                    .get_all_short_aliases()
+                    .is_some_and(|aliases| aliases.contains(&letter))
+        })
+    };
+    let is_key = |found: Option<&clap::Arg>| found.is_some_and(|arg| arg.get_id() == "key");
     let mut args = args.into_iter().map(Into::into).skip(1);
     while let Some(arg) = args.next() {
-        if arg == "--log-format" {
-            args.next();
-        } else if !arg.to_string_lossy().starts_with("--log-format=") {
+        let text = arg.to_string_lossy();
+        if text == "--" {
+            return false;
+        }
+        if let Some(name) = text.strip_prefix("--") {
+            let (name, attached) = match name.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (name, false),
+            };
+            let found = long(name);
+            if is_key(found) {
+                return false;
+            }
+            if !attached && takes_value(found) {
+                args.next();
+            }
+        } else if let Some(letters) = text.strip_prefix('-').filter(|rest| !rest.is_empty()) {
+            // `-vk KEY`, `-rURL`: the first letter that takes a value takes the rest, or
+            // the next argument.
+            for (at, letter) in letters.char_indices() {
+                let found = short(letter);
+                if is_key(found) {
+                    return false;
+                }
+                if takes_value(found) {
+                    if at + letter.len_utf8() == letters.len() {
+                        args.next();
+                    }
+                    break;
+                }
+            }
+        } else {
             return arg == "check";
         }
     }
@@ -889,6 +946,36 @@ mod tests {
                 long.starts_with(&short) && long.len() > short.len() + 20,
                 "{command} {id}: the long help adds nothing to {short:?}:\n{long}"
             );
+        }
+    }
+
+    /// The texts that list the subcommands a program after -- may be named like (the
+    /// COMMAND argument's help, the footer of --help) name every one of them.
+    #[test]
+    fn every_subcommand_is_named_where_the_subcommands_are_listed() {
+        let mut command = Cli::command();
+        command.build();
+        let command_help = command
+            .get_arguments()
+            .find(|arg| arg.get_id() == "command")
+            .and_then(|arg| arg.get_long_help())
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let footer = command
+            .get_after_help()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        for sub in command.get_subcommands() {
+            let name = sub.get_name();
+            if name == "help" {
+                continue;
+            }
+            for (what, text) in [("COMMAND's help", &command_help), ("the footer", &footer)] {
+                assert!(
+                    text.contains(name),
+                    "{what} does not name the subcommand {name}:\n{text}"
+                );
+            }
         }
     }
 

@@ -86,18 +86,34 @@ fn check_acl_and_records(config: &Config, inspector: &mut Inspector) -> Result<O
     let mut refused = Vec::new();
     let mut unchecked = 0;
     let mut records = Vec::new();
+    let mut other_limit = None;
     let nodes = inspector.majority().max(1);
     for answer in inspector.dry_check(&ask) {
         match answer {
             Ok(answer) => {
                 unchecked += usize::from(!answer.acl_checked);
                 records.extend(answer.done);
+                other_limit = other_limit.or(answer.other_limit);
             }
             Err(err) => refused.push(format!("{err:#}")),
         }
     }
     if !refused.is_empty() {
         anyhow::bail!("{}", refused.join("; "));
+    }
+    // As acquire.lua, before anything else: a lock in use with another --limit refuses the
+    // run (exit 125), free slots or not, work done or not.
+    if let Some(other) = other_limit {
+        let other = match other {
+            0 => String::from("a value redlock-run did not write"),
+            n => format!("--limit {n}"),
+        };
+        anyhow::bail!(
+            "{} is in use with {other}, not --limit {}; every user of a lock must pass the \
+             same --limit: a real run would be refused",
+            config.key,
+            config.limit
+        );
     }
     if unchecked > 0 {
         say(format_args!(

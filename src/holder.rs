@@ -69,7 +69,7 @@ pub fn replacing_run(value: &[u8]) -> String {
 }
 
 /// 10000-01-01T00:00:00Z, in seconds since the epoch: the first instant RFC 3339 cannot write.
-const LAST_RFC3339_SECOND: u64 = 253_402_300_800;
+pub(crate) const LAST_RFC3339_SECOND: u64 = 253_402_300_800;
 
 /// Who did the work a `--once` or `--once-per` record holds (`<when, server ms> <that
 /// holder's value>`), and when: `at 2026-11-25T03:00:01Z by web-3 (nightly report)`, and

@@ -33,6 +33,17 @@ fn outcome() -> Outcome {
             return Outcome::Done;
         }
         Err(err) if cli::check_requested(std::env::args_os()) => {
+            // Options before `check` are read as a run's, whose errors (a missing -k) would
+            // only mislead.
+            if std::env::args_os()
+                .nth(1)
+                .is_some_and(|first| first != "check")
+            {
+                return check::usage_unknown(
+                    "options go after the subcommand's name: redlock-run check -r URL -k KEY \
+                     [THRESHOLDS]",
+                );
+            }
             return check::usage_unknown(&err.render().to_string());
         }
         Err(err) => {

@@ -297,6 +297,11 @@ fn describe(err: &ureq::Error) -> String {
         Error::Timeout(_) => String::from("timed out"),
         Error::HostNotFound => String::from("host not found"),
         Error::ConnectionFailed => String::from("connection failed"),
+        // The resolver's failure is an I/O error of no kind ("uncategorized"): its text
+        // (std's, which names no host) says what failed.
+        Error::Io(io) if io.to_string().starts_with("failed to lookup address") => {
+            String::from("the host name could not be resolved")
+        }
         Error::Io(io) => format!("{}", io.kind()),
         Error::Tls(what) => format!("TLS: {what}"),
         Error::Rustls(_) => String::from("TLS handshake failed"),
@@ -305,11 +310,12 @@ fn describe(err: &ureq::Error) -> String {
     }
 }
 
-/// The body of the skip alarm: who holds the lock, and how many runs in a row skipped.
-pub fn skip_alarm_body(key: &str, skips: u64, reason: &str, holder: &str) -> String {
+/// The body of the skip alarm: how many runs in a row skipped, and who stood in the way
+/// (`held by …`, `superseded by …`, `done at … by …`).
+pub fn skip_alarm_body(key: &str, skips: u64, reason: &str, who: &str) -> String {
     format!(
         "redlock-run: {key}: {skips} consecutive runs did not run their command (this one: \
-         {reason}); held by {holder}\n"
+         {reason}); {who}\n"
     )
 }
 
@@ -343,6 +349,25 @@ mod tests {
         let url = PingUrl::parse("http://127.0.0.1:8000/x").unwrap();
         assert_eq!(url.with_path(""), "http://127.0.0.1:8000/x");
         assert_eq!(url.with_path("/3"), "http://127.0.0.1:8000/x/3");
+    }
+
+    /// A name the resolver cannot find (`.invalid` never resolves) is said as such, not as
+    /// an "uncategorized error", and the name is not shown.
+    #[test]
+    fn an_unresolved_host_is_named_as_such() {
+        let url = PingUrl::parse("http://secret-name.invalid/ping/abc-secret").unwrap();
+        let agent = make_agent(&url);
+        let why = send(&agent, &url, "", None, Instant::now() + ATTEMPT_TIMEOUT).unwrap_err();
+        // (Where no resolver answers at all, the attempt times out instead.)
+        assert!(
+            [
+                "the host name could not be resolved",
+                "host not found",
+                "timed out"
+            ]
+            .contains(&why.as_str()),
+            "{why}"
+        );
     }
 
     #[test]

@@ -94,7 +94,8 @@ impl RunRecord {
 struct Skip {
     /// busy, timeout, superseded, already done.
     reason: &'static str,
-    /// Who held the lock (or did the work), in one line.
+    /// Who held the lock, took this run's place or did the work, as a phrase that reads
+    /// alone: `held by …`, `superseded by …`, `done at … by …`.
     holder: String,
     /// The consecutive skips of the lock, this one included, if known.
     count: Option<u64>,
@@ -648,7 +649,7 @@ fn settle(
             Ok(not_acquired(config))
         }
         Took::Ended(Ok(Waited::Done { record, skips })) => {
-            let by = holder::done_by(&record).1;
+            let by = format!("done {}", holder::done_by(&record).1);
             *skip = Some(Skip::new("already done", by, skips));
             Ok(already_done(config, &record))
         }
@@ -679,7 +680,7 @@ fn settle(
             )))
         }
         Took::Ended(Ok(Waited::Superseded { newer, skips })) => {
-            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
+            let by = format!("superseded by {}", holder::newer_run(newer.as_deref()));
             *skip = Some(Skip::new("superseded", by, skips));
             Ok(superseded(config, newer.as_deref()))
         }

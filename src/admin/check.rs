@@ -31,13 +31,18 @@ pub fn run(config: &AdminConfig, key: &Key, thresholds: &Thresholds) -> Outcome 
 
 /// The line, and the outcome, of a usage error: the command line could not be read.
 pub fn usage_unknown(message: &str) -> Outcome {
-    let first = message
+    let mut lines = message
         .lines()
         .map(str::trim)
-        .find(|line| !line.is_empty())
-        .unwrap_or("bad usage");
+        .filter(|line| !line.is_empty());
+    let first = lines.next().unwrap_or("bad usage");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    plugin_line(PluginState::Unknown, first)
+    // clap's "the following required arguments were not provided:" names them on the
+    // next line.
+    match lines.next().filter(|_| first.ends_with(':')) {
+        Some(next) => plugin_line(PluginState::Unknown, &format!("{first} {next}")),
+        None => plugin_line(PluginState::Unknown, first),
+    }
 }
 
 /// Prints `REDLOCK STATE - text` on stdout: one line, whatever the text holds (a `|` in it
@@ -81,14 +86,16 @@ fn judge(
     warn_notes(&nodes);
     let counters = LockCounters::merge(&nodes)
         .map_err(|err| anyhow::anyhow!("cannot read the counters: {err}"))?;
+    // Named on the plugin's line too: a monitoring system shows stdout, seldom stderr.
     let unreadable = nodes
         .iter()
         .flatten()
-        .any(|node| !node.recorded && !node.notes.is_empty());
-    if unreadable
-        && (thresholds.skips != Levels::default() || thresholds.since_success != Levels::default())
-    {
-        anyhow::bail!("the counters are not readable (see stderr)");
+        .find(|node| !node.recorded && !node.notes.is_empty())
+        .map(|node| node.notes[0].as_str());
+    if let Some(why) = unreadable {
+        if thresholds.skips != Levels::default() || thresholds.since_success != Levels::default() {
+            anyhow::bail!("the counters are not readable: {why}");
+        }
     }
     let c = &counters.counters;
     let mut state = PluginState::Ok;
@@ -103,7 +110,7 @@ fn judge(
             "held by {} for {}{}",
             oldest.who,
             human(oldest.age),
-            breach(level, thresholds.held, "over", human)
+            breach(level, thresholds.held, "over", exact)
         ),
         None if super::metrics::holders(&view) > 0 => String::from("held"),
         None => String::from("free"),
@@ -136,7 +143,7 @@ fn judge(
         Some(since) => format!(
             "last success {} ago{}",
             human(since),
-            breach(level, thresholds.since_success, "over", human)
+            breach(level, thresholds.since_success, "over", exact)
         ),
         None => format!(
             "never succeeded{}",
@@ -223,6 +230,12 @@ fn levels<T: Copy>(levels: Levels<T>, show: impl Fn(T) -> String) -> String {
     format!("{};{};0;", show(levels.warn), show(levels.crit))
 }
 
+/// An age, to the second.
 fn human(duration: Duration) -> String {
     report::duration(Duration::from_secs(duration.as_secs())).to_string()
+}
+
+/// A level, as given: `--max-held 100ms` is over 100ms, not over 0s.
+fn exact(duration: Duration) -> String {
+    report::duration(duration).to_string()
 }

@@ -67,6 +67,9 @@ pub struct DryAnswer {
     pub acl_checked: bool,
     /// The record of the work already done (`--once`, `--once-per`): `<when ms> <value>`.
     pub done: Option<Vec<u8>>,
+    /// The other `--limit` the lock is in use with, which refuses a real run (0: a value
+    /// redlock-run did not write).
+    pub other_limit: Option<u64>,
 }
 
 /// How a forced release went (the force_release script's reply).
@@ -294,6 +297,7 @@ impl Inspector {
             Ok(DryAnswer {
                 acl_checked: reply.checked,
                 done: reply.done,
+                other_limit: reply.other_limit,
             })
         })
     }

@@ -1053,14 +1053,18 @@ pub(crate) struct DryRunReply {
     pub checked: bool,
     /// The record of the work already done (`--once`, `--once-per`): `<when> <value>`.
     pub done: Option<Vec<u8>>,
+    /// The other `--limit` the lock is in use with, which refuses a real run (0: not a
+    /// number, a value redlock-run did not write).
+    pub other_limit: Option<u64>,
 }
 
 impl FromRedisValue for DryRunReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
-        let (checked, done): (i64, Vec<u8>) = redis::from_redis_value(value)?;
+        let (checked, done, other): (i64, Vec<u8>, i64) = redis::from_redis_value(value)?;
         Ok(DryRunReply {
             checked: checked == 1,
             done: Some(done).filter(|done| !done.is_empty()),
+            other_limit: u64::try_from(other).ok(),
         })
     }
 }

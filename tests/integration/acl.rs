@@ -1,7 +1,8 @@
 //! Redis ACL users: the user docs/security.md's minimal ACL line describes can do everything
 //! redlock-run does; a user that lacks one permission gets a message naming it and exit
 //! 125 before its command runs, except for the release channel, whose absence costs only
-//! prompt wake-up; a server that wants a password says so.
+//! prompt wake-up; a server that wants a password says so. The same user reads the
+//! history (and follows it), the counters and the check.
 
 use std::time::{Duration, Instant};
 
@@ -336,4 +337,52 @@ fn the_minimal_acl_user_reads_the_counters() {
                 .assert_stderr_contains("warning");
         }
     }
+}
+
+/// As the minimal user, `history` reads what its runs recorded (`XREVRANGE`), and
+/// `--follow` prints a new run's events as they are recorded (`XREAD BLOCK`), with no
+/// warning.
+#[test]
+fn the_minimal_acl_user_reads_and_follows_the_history() {
+    let (server, url) = server_with_user(&minimal_rules(&[]));
+    let user = || Wrapper::new(&url);
+    let events = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .map(|line| {
+                let event: serde_json::Value = serde_json::from_str(line).expect("JSON");
+                event["event"].as_str().unwrap_or_default().to_owned()
+            })
+            .collect()
+    };
+    user()
+        .args(["-k", "h", "--", "true"])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("warning");
+    let out = user().args(["history", "-k", "h", "--json"]).run();
+    out.assert_code(0).assert_stderr_lacks("warning");
+    assert_eq!(events(&out.stdout_str()), ["acquired", "released"]);
+
+    let follower = user()
+        .args(["history", "-k", "h", "-n", "0", "--follow", "--json"])
+        .spawn();
+    wait_until(Duration::from_secs(20), "a blocking XREAD", || {
+        server.clients().iter().any(|client| {
+            client
+                .iter()
+                .any(|(field, value)| field == "cmd" && value == "xread")
+        })
+    });
+    user()
+        .args(["-k", "h", "--", "sh", "-c", "exit 3"])
+        .run()
+        .assert_code(3);
+    wait_until(Duration::from_secs(20), "2 events followed", || {
+        follower.stdout_so_far().lines().count() >= 2
+    });
+    follower.signal(libc::SIGTERM);
+    let out = follower.wait();
+    assert!(out.stderr.is_empty(), "{}", out.stderr);
+    assert_eq!(events(&out.stdout_str()), ["acquired", "released"]);
 }

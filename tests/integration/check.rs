@@ -102,6 +102,11 @@ fn held_too_long_warns_then_goes_critical() {
         "{line}"
     );
 
+    // A level below a second is named as given.
+    let (code, line) = check(&server, "h", &["--max-held", "1500ms"]);
+    assert_eq!(code, 2, "{line}");
+    assert!(line.contains("(CRITICAL: over 1s 500ms)"), "{line}");
+
     let (code, line) = check(&server, "free", &["--max-held", "1s"]);
     assert_eq!(code, 0, "{line}");
     assert!(line.contains("redlock:free: free"), "{line}");
@@ -201,6 +206,23 @@ fn redis_down_or_refusing_is_unknown() {
         .assert_not_leaked("s3cret-pw");
 }
 
+/// Counters another application's key stands in for: only reported without thresholds
+/// that need them (OK), UNKNOWN with them, the reason on the plugin's line itself (a
+/// monitoring system shows stdout, seldom stderr).
+#[test]
+fn counters_of_another_type_are_unknown_and_named_on_the_line() {
+    let server = RedisServer::start();
+    let _: () = server.query(&["SET", &stats_key("t"), "foreign"]);
+    let (code, line) = check(&server, "t", &["--max-held", "1h"]);
+    assert_eq!(code, 0, "{line}");
+    let (code, line) = check(&server, "t", &["--max-skips", "2"]);
+    assert_eq!(code, 3, "{line}");
+    assert!(
+        line.contains("not readable") && line.contains("is a string"),
+        "{line}"
+    );
+}
+
 /// Every command line that is not a check is UNKNOWN (3), never 125 or a panic: clap's own
 /// errors, bad durations and counts, a warning level above the critical one.
 #[test]
@@ -235,12 +257,64 @@ fn bad_command_lines_are_unknown() {
         let (code, line) = plugin_result(&out);
         assert_eq!(code, 3, "{args:?}: {line}");
     }
-    // The rest of redlock-run keeps 125 for a usage error.
+    // A negative number is read as the option's value and refused by name, not taken
+    // for an unknown flag.
+    for flag in [
+        "--max-skips",
+        "--warn-skips",
+        "--max-held",
+        "--warn-since-success",
+    ] {
+        let (code, line) = check(&server, "j", &[flag, "-1"]);
+        assert_eq!(code, 3, "{line}");
+        assert!(line.contains(&format!("invalid {flag}")), "{line}");
+    }
+    // Options before the subcommand's name (clap refuses them): UNKNOWN too, saying where
+    // they go; a missing -k is named.
+    let url = server.url();
+    let before: [&[&str]; 5] = [
+        &["-r", &url, "check", "-k", "j"],
+        &["--redis", &url, "check", "-k", "j"],
+        &["-v", "check", "-k", "j"],
+        &["--ping", "http://h.example/x", "check", "-k", "j"],
+        &[
+            "--history=5",
+            "-qr",
+            &url,
+            "check",
+            "-k",
+            "j",
+            "--max-skips",
+            "2",
+        ],
+    ];
+    for args in before {
+        let out = server.cmd().args(args).run();
+        let (code, line) = plugin_result(&out);
+        assert_eq!(code, 3, "{args:?}: {line}");
+        assert!(line.contains("options go after"), "{args:?}: {line}");
+    }
+    let out = server.cmd().args(["check"]).run();
+    assert!(
+        plugin_result(&out).1.contains("--key"),
+        "{}",
+        out.stdout_str()
+    );
+    // The rest of redlock-run keeps 125 for a usage error, and so does a run (its -k first,
+    // or after --) of a program named check.
     server
         .cmd()
         .args(["status", "--no-such-flag"])
         .run()
         .assert_code(125);
+    for args in [
+        &["-k", "j", "--no-such-flag", "check"][..],
+        &["--no-such-flag", "--", "check", "-k", "j"],
+    ] {
+        let out = server.cmd().args(args).run();
+        out.assert_code(125);
+        assert_eq!(out.stdout_str(), "", "{args:?}");
+    }
 }
 
 /// Redlock: the skips a majority of the nodes reached decide.

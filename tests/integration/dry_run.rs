@@ -299,3 +299,39 @@ fn a_limit_of_two_is_busy_only_with_two_holders() {
     first.wait().assert_code(0);
     second.wait().assert_code(0);
 }
+
+/// A lock in use with another `--limit` refuses a real run (125), free slots or not: the
+/// dry run says so, with the same exit status, instead of "would run now" or "would wait".
+#[test]
+fn another_limit_in_use_is_refused_as_a_real_run_is() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("dry-other-limit");
+    let one = hold(server.cmd().args(["-k", "one"]), &dir, "a");
+    let two = hold(server.cmd().args(["-k", "two", "--limit", "2"]), &dir, "b");
+    for (key, limit, other) in [
+        ("one", "3", "--limit 1, not --limit 3"),
+        ("two", "1", "--limit 2, not --limit 1"),
+        ("two", "3", "--limit 2, not --limit 3"),
+    ] {
+        let real = server
+            .cmd()
+            .args(["-k", key, "--limit", limit, "--no-wait"])
+            .args(["--shell", &would_create(&dir)])
+            .run();
+        real.assert_code(125).assert_stderr_contains(other);
+        server
+            .cmd()
+            .args(["-k", key, "--limit", limit, "--dry-run"])
+            .args(["--shell", &would_create(&dir)])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains(other)
+            .assert_stderr_lacks("would run")
+            .assert_stderr_lacks("would wait");
+    }
+    assert!(!dir.exists("ran"), "the command ran");
+    one.let_go();
+    two.let_go();
+    one.wait().assert_code(0);
+    two.wait().assert_code(0);
+}

@@ -154,13 +154,13 @@ fn history_shows_the_events_oldest_first_in_text_and_json() {
     assert_eq!(events[3]["by"]["host"], "ops-1");
 }
 
-/// `-n 0` without --follow, more than 10000, and not a number: refused (125) before
+/// `-n 0` without --follow, more than 10000, negative, and not a number: refused (125) before
 /// anything is read; a key with no history: "no history", exit 1 (as `status` of a free
 /// lock), and nothing on stdout in JSON.
 #[test]
 fn history_refuses_bad_counts_and_says_when_there_is_none() {
     let server = RedisServer::start();
-    for n in ["0", "10001", "99999999999999999999999", "ten", ""] {
+    for n in ["0", "10001", "99999999999999999999999", "-1", "ten", ""] {
         let out = server.cmd().args(["history", "-k", "job", "-n", n]).run();
         out.assert_code(125).assert_stderr_contains("invalid -n");
         assert_eq!(out.stdout_str(), "", "-n {n:?}");

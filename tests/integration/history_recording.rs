@@ -472,3 +472,42 @@ fn every_redlock_node_records() {
         .collect();
     assert!(tokens.iter().all(|token| *token == tokens[0]));
 }
+
+/// Counters that are not integers (another client wrote them) start again from the run's
+/// increment: the counting goes on, and with it the removal of a released holder's
+/// `slot:1` field, so that an expired lease is recorded once, not again at each run.
+#[test]
+fn counters_that_are_not_numbers_start_again_and_expire_once() {
+    let server = RedisServer::start();
+    let (_, stats_key) = keys_of("n");
+    let dead = r#"{"token":"dead-holder","fence":7,"host":"h","pid":1,"program":"p","since":"2026-01-01T00:00:00Z","ttl_ms":1000,"limit":1}"#;
+    let _: i64 = server.query(&[
+        "HSET",
+        &stats_key,
+        "slot:1",
+        &format!("1000 {dead}"),
+        "expired",
+        "not a number",
+        "acquired",
+        "1.5",
+        "hold_count",
+        "9223372036854775807",
+    ]);
+    for _ in 0..3 {
+        let out = server.cmd().args(["-k", "n", "--", "true"]).run();
+        out.assert_code(0);
+        assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    }
+    let entries = history(&server, "n");
+    assert_eq!(
+        events(&entries),
+        ["expired", "acquired", "released", "acquired", "released", "acquired", "released"]
+    );
+    assert_eq!(entries[0].field("token"), "dead-holder");
+    assert!(entries.iter().skip(2).step_by(2).all(|e| e.has("held_ms")));
+    let counted = stats(&server, "n");
+    assert_eq!(counter(&counted, "expired"), 1);
+    assert_eq!(counter(&counted, "acquired"), 3);
+    assert_eq!(counter(&counted, "hold_count"), 3);
+    assert!(!counted.contains_key("slot:1"), "{counted:?}");
+}

@@ -344,6 +344,20 @@ fn status_shows_the_last_success_and_the_skips() {
     let json = json_of(&server.cmd().args(["status", "-k", "none", "--json"]).run());
     assert!(json.get("last_success_ms").is_none() && json.get("consecutive_skips").is_none());
 
+    // A last success past year 9999 (not a run's: RFC 3339 cannot write it) is said to be
+    // out of range, without a panic.
+    server.seed_stats(
+        "far",
+        &[
+            ("last_success_ms", "99999999999999999".into()),
+            ("skips", "1".into()),
+        ],
+    );
+    let out = server.cmd().args(["status", "-k", "far"]).run();
+    out.assert_code(1)
+        .assert_stdout_contains("last success (a time out of range)")
+        .assert_stderr_lacks("panicked");
+
     // Counters with nothing to say (a first run under way): no line; JSON says so.
     server.seed_stats("first", &[("acquired", "1".into())]);
     let out = server.cmd().args(["status", "-k", "first"]).run();

@@ -252,6 +252,16 @@ fn the_skip_alarm_names_the_holder_and_a_success_resets_it() {
     assert_eq!(requests[0].path, PingServer::path("/fail"));
     assert!(requests[0].body.contains("nightly-holder"), "{requests:?}");
     assert!(requests[0].body.contains(" 2 consecutive"), "{requests:?}");
+    // One phrase for the holder, not "held by held by …".
+    assert_eq!(
+        requests[0].body.matches("held by").count(),
+        1,
+        "{requests:?}"
+    );
+    assert!(
+        requests[0].body.contains("(this one: busy); held by "),
+        "{requests:?}"
+    );
     holder.let_go();
     holder.wait().assert_code(0);
     // A success resets the count: the next skip is a first one again.
@@ -259,6 +269,37 @@ fn the_skip_alarm_names_the_holder_and_a_success_resets_it() {
     skip();
     assert_eq!(pings.requests().len(), 1, "{:?}", pings.requests());
     holder.let_go();
+}
+
+/// An `--once` run that finds the work done is a skip too: the alarm names who did it.
+#[test]
+fn the_skip_alarm_of_work_already_done_names_who_did_it() {
+    let server = RedisServer::start();
+    let pings = PingServer::start(false);
+    let once = |extra: &[&str]| {
+        server
+            .cmd()
+            .args(["-k", "ping-once", "--once", "v1"])
+            .args(extra)
+            .args(["--", "true"])
+            .run()
+            .assert_code(0);
+    };
+    once(&["--label", "first-run"]);
+    let alarm = ["--max-skips", "2", "--ping", &pings.url()];
+    once(&alarm);
+    assert_eq!(pings.paths(), Vec::<String>::new(), "the first skip pinged");
+    once(&alarm);
+    let requests = pings.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].path, PingServer::path("/fail"));
+    let body = &requests[0].body;
+    assert!(
+        body.contains("(this one: already done); done at "),
+        "{body}"
+    );
+    assert!(body.contains("(first-run)"), "{body}");
+    assert!(!body.contains("held by"), "{body}");
 }
 
 /// A ping server that accepts and never answers: the run ends within the budget (5s after

@@ -24,9 +24,11 @@
 -- ARGV[8] remember_ms: --remember in ms: an older --once record counts as gone
 -- ARGV[9] supersede: '1' with --supersede, '0' not
 -- ARGV[10] replace: '1' with --replace, '0' not
--- Returns {checked, record}: checked 1 when the ACL was asked, 0 when the server cannot
--- be asked (Redis 6.2); record: the record of the work already done, '<when, server ms>
--- <the holder's value>', or '' when there is none. A command the ACL refuses raises the
+-- Returns {checked, record, other}: checked 1 when the ACL was asked, 0 when the server
+-- cannot be asked (Redis 6.2); record: the record of the work already done, '<when, server
+-- ms> <the holder's value>', or '' when there is none; other: the --limit the lock is in
+-- use with when it is not ARGV[4], which refuses a real run (acquire.lua), 0 when that is
+-- not a number, -1 when there is no such conflict. A command the ACL refuses raises the
 -- error `call` raises for it, naming the command.
 local n = tonumber(ARGV[4])
 local ttl = ARGV[5]
@@ -128,4 +130,17 @@ if once_per > 0 or ARGV[6] ~= '' then
     end
   end
 end
-return {checked, done}
+-- A lock in use with another --limit refuses a real run, as acquire.lua finds it: by the
+-- limit a semaphore's holders declare, or by the value of the lock's own key.
+local other = -1
+local declared = read(KEYS[2])
+if type(declared) == 'string' and tonumber(declared) ~= n then
+  other = tonumber(declared) or 0
+else
+  local current = read(KEYS[1])
+  local of = type(current) == 'string' and string.match(current, '"limit":(%d+)}$')
+  if of and tonumber(of) ~= n then
+    other = tonumber(of)
+  end
+end
+return {checked, done, other}

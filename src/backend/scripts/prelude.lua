@@ -245,12 +245,30 @@ local function record(which, command, ...)
   end
   local reply = redis.pcall(command, key, ...)
   if type(reply) == 'table' and reply.err then
+    local err = reply.err
+    local wrong_type = string.find(err, 'WRONGTYPE', 1, true)
+    if command == 'HINCRBY' and not wrong_type and not refused_by_acl(err) then
+      -- A counter that is not an integer (another client wrote it) or would overflow:
+      -- it starts again from this increment (a reset, as after a lost Redis), rather than
+      -- stop the counting, and with it the removal of a released holder's `slot:<i>`
+      -- field, which the next acquisition would take for an expired lease, every time.
+      local field, by = ...
+      by = tostring(by)
+      if string.match(by, '^%-?%d+$') then
+        local again = redis.pcall('HSET', key, field, by)
+        if not (type(again) == 'table' and again.err) then
+          return tonumber(by)
+        end
+      end
+    end
     recorder.off[which] = true
-    if string.find(reply.err, 'WRONGTYPE', 1, true) then
+    if wrong_type then
       recorder.flags = recorder.flags + 4 * which
     else
+      -- Not the ACL's doing: the server's reason goes with the command's name.
+      local named = refused_by_acl(err) and command or command .. ' (' .. err .. ')'
       recorder.flags = recorder.flags + which
-      recorder.refused = recorder.refused .. (recorder.refused == '' and '' or ' ') .. command
+      recorder.refused = recorder.refused .. (recorder.refused == '' and '' or ' ') .. named
     end
     return nil
   end
