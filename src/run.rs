@@ -4,7 +4,6 @@
 //! is ours, and the lock is released only once the command's whole process group is gone.
 
 use std::io::IsTerminal;
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -13,13 +12,13 @@ use crate::backend::{
     self, is_try_later, Attempt, HoldEnd, LockBackend, LockRequest, Recording, Released,
 };
 use crate::config::{Config, Wait};
-use crate::event::Event;
+use crate::event::{Event, Events};
 use crate::exit::{self, Outcome};
 use crate::holder::{self, Blocker};
 use crate::lease::{self, Lease};
 use crate::ping::{self, End, Pinger};
 use crate::process::{self, ReadyGuardian, SpawnError};
-use crate::renew::{self, ReadyRenewer};
+use crate::renew::{self, Renewer};
 use crate::supervise::{self, Ending};
 use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
@@ -185,18 +184,15 @@ enum Acquisition {
 }
 
 fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
-    let (events_tx, events) = mpsc::channel();
-    // Before the signal handlers: it resets SIGCHLD's disposition, which `listen` then
-    // handles.
+    // First, on the main thread before any other: the run's signals are blocked in every
+    // thread from here on, and wait in the loop's descriptor, so that none is missed.
+    let (signals, forwarded) = signals::listen()?;
+    // Before anything can make a child: SIGCHLD must be at its default.
     process::prepare();
-    // Next, so that a signal arriving from here on is never lost.
-    let forwarded = signals::listen(events_tx.clone(), process::is_init())?;
-    // Every thread the run needs starts now: before the lock is taken, so that starting them
-    // is off the path to the command, and before the command, which a failure to start one
-    // would leave unwatched or unrenewed.
-    let child_pid = process::watcher(events_tx.clone())?;
-    let renewer = ReadyRenewer::spawn(events_tx.clone())?;
-    // Likewise the command's argv, PATH candidates and environment: a run that waits has
+    // The loop's inputs. No thread is started before the lock is taken: the renewal thread
+    // starts when the first renewal is due, and the command's exit is a SIGCHLD.
+    let events = Events::new(signals, process::is_init())?;
+    // The command's argv, PATH candidates and environment: a run that waits has
     // them ready when the lock comes free.
     let left_out: Vec<&str> = RUN_VARIABLES
         .iter()
@@ -234,7 +230,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         backend.describe()
     ));
     let (mut backend, sent_at, fence, waited_guardian) =
-        match acquire(backend, config, &events_tx, &events, &mut record.skip)? {
+        match acquire(backend, config, &events, &mut record.skip)? {
             Acquisition::Held {
                 backend,
                 sent_at,
@@ -266,7 +262,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         config.timing.ttl.as_millis().to_string().into_bytes(),
     ];
     let env: Vec<(&str, Vec<u8>)> = RUN_VARIABLES.into_iter().zip(values).collect();
-    let renewer = renewer.start(backend, lease);
+    let mut renewer = Renewer::new(backend, lease, events.reporter());
     // The guardian must be there before the command can run (its process names its group
     // to it): forked while waiting, or now. Not earlier: every page this process writes
     // after a fork is copied, and the taking of the lock writes plenty (measured: forked on
@@ -306,7 +302,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
             return Ok(outcome);
         }
     };
-    let _ = child_pid.send(child.pid());
+    events.watch_child(child.pid());
     record.started = true;
     if let Some(pinger) = record.pinger.as_mut() {
         pinger.started();
@@ -328,6 +324,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         &mut child,
         guardian.as_ref(),
         &events,
+        &mut renewer,
         &mut lease,
         &config.key,
         limits,
@@ -436,8 +433,7 @@ fn cannot_run(config: &Config, err: SpawnError) -> Outcome {
 fn acquire(
     mut backend: Box<dyn LockBackend>,
     config: &Config,
-    events_tx: &Sender<Event>,
-    events: &Receiver<Event>,
+    events: &Events,
     skip: &mut Option<Skip>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
@@ -514,7 +510,7 @@ fn acquire(
         redis_timeout: config.redis_timeout,
         takeover: config.replace,
     };
-    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
+    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events)
         .with_context(|| format!("cannot wait for {}", config.key));
     let waited = match waited {
         Ok(waited) => waited,
@@ -654,7 +650,7 @@ fn not_acquired_outcome(config: &Config) -> Outcome {
 
 /// The first signal waiting in the queue, if any; other events are dropped (none can be
 /// pending before the command starts).
-fn pending_signal(events: &Receiver<Event>) -> Option<libc::c_int> {
+fn pending_signal(events: &Events) -> Option<libc::c_int> {
     events.try_iter().find_map(|event| match event {
         Event::Signal { signal, .. } => Some(signal),
         _ => None,

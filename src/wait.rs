@@ -27,7 +27,7 @@
 //! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
 //! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,7 @@ use crate::backend::{
     cannot_subscribe, is_refused_by_acl, is_transient, Attempt, Holder, Key, LockBackend, Notice,
     Subscription,
 };
-use crate::event::Event;
+use crate::event::{Event, Events};
 use crate::holder::Blocker;
 use crate::report;
 
@@ -149,8 +149,7 @@ pub fn wait_for_lock(
     key: &Key,
     plan: WaitPlan,
     blocker: Option<Blocker>,
-    events_tx: &Sender<Event>,
-    events: &Receiver<Event>,
+    events: &Events,
 ) -> Result<Waited> {
     let started = Instant::now();
     let mut announcer = Announcer::new(plan.announce, started, blocker);
@@ -191,7 +190,7 @@ pub fn wait_for_lock(
             });
         }
         if matches!(listening, Listening::Not) {
-            let notices = events_tx.clone();
+            let notices = events.reporter();
             let latest = Arc::clone(&pending);
             let forward = Box::new(move |notice| match notice {
                 Notice::Released { by } => {
