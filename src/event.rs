@@ -30,7 +30,7 @@ pub enum Event {
         from_terminal: bool,
     },
     /// The command's first process exited (not yet reaped), by `at` at the latest: when
-    /// its watcher heard of it, which may be long after if this process was stopped.
+    /// the loop read its SIGCHLD, which may be long after if this process was stopped.
     ChildExited { at: Instant },
     /// A child of this process changed state (SIGCHLD): an orphan of the command's that
     /// came back to this process may wait to be reaped.

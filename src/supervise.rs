@@ -316,8 +316,8 @@ impl Supervisor<'_> {
     /// received and forwarded), is left to that: the first reason to end it decides the
     /// exit status. A stop signal that comes after still starts `--stop-timeout`'s budget.
     fn replace_requested(&mut self, by: &[u8]) {
-        // A command that has exited, its exit not heard yet (the child watcher's report and
-        // the renewal thread's race), ended on its own: asked of the kernel, as for
+        // A command that has exited, its exit not heard yet (its SIGCHLD and the renewal
+        // thread's report race), ended on its own: asked of the kernel, as for
         // `--max-runtime`, so that a takeover that comes just after a success leaves it a
         // success (exit 0, its `--once` work recorded), and the replacing run finds it so.
         if self.ended_by.is_none() && self.reaped.is_none() && self.child.has_exited() {
@@ -504,7 +504,7 @@ impl Supervisor<'_> {
     }
 
     /// Whether the command ended while the lease surely held: its first process (asked of
-    /// the kernel too, as its watcher's report may come late after a stop), and nothing it
+    /// the kernel too, as its SIGCHLD may be read late after a stop), and nothing it
     /// left in its group, which is waited for under the lease once the first is reaped.
     fn ended_in_time(&mut self, now: Instant) -> bool {
         if self.reaped.is_some() {
