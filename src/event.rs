@@ -262,3 +262,83 @@ impl Events {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals;
+
+    fn events() -> (Events, Vec<libc::c_int>) {
+        // Blocks the run's signals in this test's thread only.
+        let (signals, listened) = signals::listen().expect("a signalfd");
+        (Events::new(signals, false).expect("an eventfd"), listened)
+    }
+
+    #[test]
+    fn a_report_from_a_thread_wakes_the_loop() {
+        let (events, _) = events();
+        let reporter = events.reporter();
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(reporter.send(Event::ChildrenChanged).is_ok());
+        });
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(event, Ok(Event::ChildrenChanged)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "woken, not timed out"
+        );
+        thread.join().unwrap();
+        // The wake-up was consumed with the report: nothing more comes.
+        assert!(events.try_iter().next().is_none());
+    }
+
+    #[test]
+    fn a_deadline_is_a_timeout() {
+        let (events, _) = events();
+        let started = Instant::now();
+        let event = events.recv_timeout(Duration::from_millis(30));
+        assert!(matches!(event, Err(RecvTimeoutError::Timeout)));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert!(matches!(
+            events.recv_timeout(Duration::ZERO),
+            Err(RecvTimeoutError::Timeout)
+        ));
+    }
+
+    #[test]
+    fn a_signal_is_an_event_with_its_origin() {
+        let (events, listened) = events();
+        // SIGUSR1, unless the caller of the tests ignores it.
+        let Some(&signal) = listened.iter().find(|&&s| s == libc::SIGUSR1) else {
+            return;
+        };
+        // SAFETY: a signal to this thread, which blocks it: it waits in the signalfd.
+        unsafe {
+            libc::pthread_kill(libc::pthread_self(), signal);
+        }
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(
+            matches!(
+                event,
+                Ok(Event::Signal {
+                    signal: got,
+                    from_terminal: false
+                }) if got == signal
+            ),
+            "sent by a process, not the terminal"
+        );
+        // Read before the reports: a signal and a report that came together.
+        events.reporter().send(Event::ChildrenChanged).ok();
+        // SAFETY: as above.
+        unsafe {
+            libc::pthread_kill(libc::pthread_self(), signal);
+        }
+        let order: Vec<Event> = events.try_iter().collect();
+        assert!(matches!(
+            order.as_slice(),
+            [Event::Signal { .. }, Event::ChildrenChanged]
+        ));
+    }
+}
