@@ -8,18 +8,16 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{
-    self, is_try_later, Attempt, HoldEnd, LockBackend, LockRequest, Recording, Released,
-};
+use crate::backend::{self, is_try_later, Attempt, HoldEnd, LockBackend, Released};
 use crate::config::{Config, Wait};
 use crate::event::{Event, Events};
 use crate::exit::{self, Outcome};
 use crate::holder::{self, Blocker};
 use crate::lease::{self, Lease};
 use crate::ping::{self, End, Pinger};
-use crate::process::{self, ReadyGuardian, SpawnError};
+use crate::process::{self, Guardian, ReadyGuardian, SpawnError};
 use crate::renew::{self, Renewer};
-use crate::supervise::{self, Ending};
+use crate::supervise::{self, Ending, Supervised};
 use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
 
@@ -75,6 +73,20 @@ struct RunRecord {
     skip: Option<Skip>,
     /// `--ping`.
     pinger: Option<Pinger>,
+}
+
+impl RunRecord {
+    /// The command started, as process `pid`: the start ping goes out.
+    fn command_started(&mut self, pid: libc::pid_t) {
+        self.started = true;
+        if let Some(pinger) = self.pinger.as_mut() {
+            pinger.started();
+        }
+        report::verbose_as(
+            report::LogEvent::Started,
+            format_args!("command started, pid {pid}"),
+        );
+    }
 }
 
 /// A skipped run, for the `--max-skips` alarm.
@@ -173,55 +185,56 @@ fn summarize(record: &RunRecord, started: Instant, outcome: &Outcome) {
 
 /// Where taking the lock got us.
 enum Acquisition {
-    Held {
-        backend: Box<dyn LockBackend>,
-        sent_at: Instant,
-        fence: u64,
-        /// Forked while waiting, if the lock was busy.
-        guardian: Option<ReadyGuardian>,
-    },
+    Held(Held),
     Ended(Outcome),
 }
 
-fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
-    // First, on the main thread before any other: the run's signals are blocked in every
-    // thread from here on, and wait in the loop's descriptor, so that none is missed.
-    let (signals, forwarded) = signals::listen()?;
-    // Before anything can make a child: SIGCHLD must be at its default.
-    process::prepare();
-    // The loop's inputs. No thread is started before the lock is taken: the renewal thread
-    // starts when the first renewal is due, and the command's exit is a SIGCHLD.
-    let events = Events::new(signals, process::is_init())?;
-    // The command's argv, PATH candidates and environment: a run that waits has
-    // them ready when the lock comes free.
-    let left_out: Vec<&str> = RUN_VARIABLES
-        .iter()
-        .chain(&config.hidden_env)
-        .copied()
-        .collect();
-    let mut command = match process::command(&config.command, &left_out, &forwarded) {
-        Ok(command) => command,
-        Err(err) => return Ok(cannot_run(config, err)),
-    };
+/// The lock, taken.
+struct Held {
+    backend: Box<dyn LockBackend>,
+    /// When the request that took it was sent: the lease counts from then.
+    sent_at: Instant,
+    fence: u64,
+    /// Forked while waiting, if the lock was busy.
+    guardian: Option<ReadyGuardian>,
+}
 
-    let lock = LockRequest {
-        supersede: config.supersede,
-        once: (*config.once).clone(),
-        replace: config.replace,
-        recording: Recording {
-            history: config.history,
-            final_try: config.wait == Wait::For(Duration::ZERO),
-            ..Recording::default()
-        },
-        ..LockRequest::new(
-            config.key.clone(),
-            config.timing.ttl,
-            config.limit,
-            config.fair,
-            &config.program_name(),
-            config.label.as_deref(),
-        )
+/// What became of the command once the lock was ours.
+enum Ran {
+    /// It never started (a signal came first, or it could not be run): this is the run's
+    /// outcome.
+    NotStarted(Outcome),
+    /// It ran, and it and its process group are gone (or supervision failed and nothing
+    /// more can be done for them).
+    Supervised {
+        supervised: Result<Supervised>,
+        lent_terminal: bool,
+        guardian: Option<Guardian>,
+    },
+}
+
+impl Ran {
+    /// Tells the guardian, if there is one, that the command's group is gone.
+    fn dismiss_guardian(&self) {
+        if let Ran::Supervised {
+            guardian: Some(guardian),
+            ..
+        } = self
+        {
+            guardian.dismiss();
+        }
+    }
+}
+
+/// The safety order, on one screen: the lock, then its lease renewed, then the guardian,
+/// then the command on a lease that still holds; and once the command's whole process
+/// group is gone (or it never started), the one release.
+fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
+    let mut prepared = match prepare(config)? {
+        Ok(prepared) => prepared,
+        Err(outcome) => return Ok(outcome),
     };
+    let lock = config.lock_request();
     let token = lock.token.clone();
     let backend = backend::open(&config.redis, config.redis_timeout, lock, config.eviction)?;
     report::verbose(format_args!(
@@ -229,49 +242,137 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         config.key,
         backend.describe()
     ));
-    let (mut backend, sent_at, fence, waited_guardian) =
-        match acquire(backend, config, &events, &mut record.skip)? {
-            Acquisition::Held {
-                backend,
-                sent_at,
-                fence,
-                guardian,
-            } => (backend, sent_at, fence, guardian),
-            Acquisition::Ended(outcome) => return Ok(outcome),
-        };
+    let held = match acquire(backend, config, &prepared.events, &mut record.skip)? {
+        Acquisition::Held(held) => held,
+        Acquisition::Ended(outcome) => return Ok(outcome),
+    };
     record.acquired = Some(Instant::now());
-    report::set_fence(fence);
+    report::set_fence(held.fence);
     report::verbose_as(
         report::LogEvent::Acquired,
-        format_args!("lock taken, token {token}, fence {fence}"),
+        format_args!("lock taken, token {token}, fence {}", held.fence),
     );
-    let mut lease = config.timing.lease_from(sent_at);
+    let env = command_env(config, token, held.fence);
+    let mut lease = config.timing.lease_from(held.sent_at);
+    let events = &prepared.events;
+    let mut renewer = Renewer::new(held.backend, lease, events.reporter());
 
-    // A signal that came while the lock was being taken stops us before the command starts.
-    if let Some(signal) = pending_signal(&events) {
-        // Whatever it finds, no command ran on the lock.
-        release(&mut *backend, config, &lease);
-        record.released = Some(Instant::now());
-        return Ok(Outcome::Interrupted { signal });
+    // From here to the release, nothing returns: every way out goes through it.
+    let ran = 'command: {
+        // A signal that came while the lock was being taken stops us before the command
+        // starts; whatever the release finds, no command ran on the lock.
+        if let Some(signal) = pending_signal(events) {
+            break 'command Ran::NotStarted(Outcome::Interrupted { signal });
+        }
+        let ready_guardian = ready_guardian(held.guardian, config);
+        // The command starts only on a lease that still holds: checked again right before
+        // its `exec`, since this process may be paused anywhere until then; by then its
+        // process has named its group to the guardian.
+        let spawned = process::spawn(
+            &mut prepared.command,
+            &env,
+            lease.valid_until(),
+            ready_guardian.as_ref(),
+        );
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(err) => break 'command Ran::NotStarted(cannot_run(config, err)),
+        };
+        events.watch_child(child.pid());
+        record.command_started(child.pid());
+        // A renewal that finished since the command's process named its lease reaches the
+        // guardian through the supervisor.
+        let guardian = ready_guardian.map(ReadyGuardian::armed);
+        let supervised = supervise::supervise(
+            &mut child,
+            guardian.as_ref(),
+            events,
+            &mut renewer,
+            &mut lease,
+            &config.key,
+            limits(config),
+        );
+        Ran::Supervised {
+            supervised,
+            lent_terminal: child.lends_terminal(),
+            guardian,
+        }
+    };
+
+    // The one release: the command's whole process group is gone, or it never started.
+    let backend = renewer.stop();
+    supervise::catch_up(events, &mut lease);
+    let found = end_hold(&mut **renew::lock_backend(&backend), config, &lease, &ran);
+    record.released = Some(Instant::now());
+    record.renewals = lease.renewals();
+    // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
+    // is dismissed it finds the group gone and does nothing to it.
+    ran.dismiss_guardian();
+    ran_outcome(config, ran, found)
+}
+
+/// What a run readies before it asks for the lock.
+struct Prepared {
+    /// The loop's inputs: the run's signals, the command's exit, the threads' reports.
+    events: Events,
+    command: process::Command,
+}
+
+/// Readies the run before the lock is asked for: its signals, the loop's inputs, and the
+/// command (its argv, PATH candidates and environment), so that a run that waits has them
+/// ready when the lock comes free. No thread: the renewal thread starts when the first
+/// renewal is due, and the command's exit is a SIGCHLD. `Ok(Err(outcome))`: the command
+/// cannot be run.
+fn prepare(config: &Config) -> Result<Result<Prepared, Outcome>> {
+    // First, on the main thread before any other: the run's signals are blocked in every
+    // thread from here on, and wait in the loop's descriptor, so that none is missed.
+    let (signals, forwarded) = signals::listen()?;
+    // Before anything can make a child: SIGCHLD must be at its default.
+    process::prepare();
+    let events = Events::new(signals, process::is_init())?;
+    let left_out: Vec<&str> = RUN_VARIABLES
+        .iter()
+        .chain(&config.hidden_env)
+        .copied()
+        .collect();
+    Ok(
+        match process::command(&config.command, &left_out, &forwarded) {
+            Ok(command) => Ok(Prepared { events, command }),
+            Err(err) => Err(cannot_run(config, err)),
+        },
+    )
+}
+
+/// The time limits the supervisor enforces.
+fn limits(config: &Config) -> supervise::Limits {
+    supervise::Limits {
+        kill_after: config.timing.kill_after,
+        max_runtime: config.max_runtime,
+        stop_timeout: config.stop_timeout,
     }
+}
 
+/// The variables a run gives its command (`RUN_VARIABLES`), with their values.
+fn command_env(config: &Config, token: String, fence: u64) -> Vec<(&'static str, Vec<u8>)> {
     let values = [
         config.key.as_bytes().to_vec(),
         token.into_bytes(),
         fence.to_string().into_bytes(),
         config.timing.ttl.as_millis().to_string().into_bytes(),
     ];
-    let env: Vec<(&str, Vec<u8>)> = RUN_VARIABLES.into_iter().zip(values).collect();
-    let mut renewer = Renewer::new(backend, lease, events.reporter());
-    // The guardian must be there before the command can run (its process names its group
-    // to it): forked while waiting, or now. Not earlier: every page this process writes
-    // after a fork is copied, and the taking of the lock writes plenty (measured: forked on
-    // a thread of its own at the start, `redlock-run -- true` took 0.3-0.7 ms longer).
-    let ready_guardian = match waited_guardian {
+    RUN_VARIABLES.into_iter().zip(values).collect()
+}
+
+/// The guardian must be there before the command can run (its process names its group to
+/// it): forked while waiting, or now. Not earlier: every page this process writes after a
+/// fork is copied, and the taking of the lock writes plenty (measured: forked on a thread
+/// of its own at the start, `redlock-run -- true` took 0.3-0.7 ms longer).
+fn ready_guardian(waited: Option<ReadyGuardian>, config: &Config) -> Option<ReadyGuardian> {
+    let ready = match waited {
         Some(ready) => Ok(ready),
         None => ReadyGuardian::fork(config.timing.kill_after),
     };
-    let ready_guardian = match ready_guardian {
+    match ready {
         Ok(ready) => Some(ready),
         Err(err) => {
             report::warn(format_args!(
@@ -280,90 +381,51 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
             ));
             None
         }
-    };
+    }
+}
 
-    // The command starts only on a lease that still holds: checked again right before its
-    // `exec`, since this process may be paused anywhere until then; by then its process
-    // has named its group to the guardian.
-    let spawned = process::spawn(
-        &mut command,
-        &env,
-        lease.valid_until(),
-        ready_guardian.as_ref(),
-    );
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(err) => {
-            let outcome = cannot_run(config, err);
-            let backend = renewer.stop();
-            supervise::catch_up(&events, &mut lease);
-            release(&mut **renew::lock_backend(&backend), config, &lease);
-            record.released = Some(Instant::now());
-            return Ok(outcome);
+/// Ends the hold: records what the lock's history and `--once` need, in the release's own
+/// script, then releases.
+fn end_hold(backend: &mut dyn LockBackend, config: &Config, lease: &Lease, ran: &Ran) -> Found {
+    if let Ran::Supervised { supervised, .. } = ran {
+        // Only a command that exited 0 on its own, the lock held throughout as far as the
+        // supervisor saw, has its work recorded (`--once`); the release script records it
+        // only if the key is still ours. One told to stop (a SIGTERM, SIGINT, SIGHUP or
+        // SIGQUIT redlock-run passed on) did not finish its work, even when it exits 0 on
+        // the signal, as a trap or `--stop-timeout`'s grace lets it: a signal records
+        // nothing.
+        let succeeded = supervised
+            .as_ref()
+            .is_ok_and(|s| s.ending == Ending::Exited && !s.asked_to_stop && s.status.success());
+        if succeeded && config.once.is_on() {
+            backend.record_success();
         }
-    };
-    events.watch_child(child.pid());
-    record.started = true;
-    if let Some(pinger) = record.pinger.as_mut() {
-        pinger.started();
+        // The lock's history records how the hold ended.
+        backend.end_hold(HoldEnd {
+            exit_code: supervised
+                .as_ref()
+                .ok()
+                .map(|s| exit::status_code(s.status)),
+            success: succeeded,
+            replaced: supervised
+                .as_ref()
+                .is_ok_and(|s| s.ending == Ending::Replaced),
+        });
     }
-    report::verbose_as(
-        report::LogEvent::Started,
-        format_args!("command started, pid {}", child.pid()),
-    );
-    // A renewal that finished since the command's process named its lease reaches the
-    // guardian through the supervisor.
-    let guardian = ready_guardian.map(ReadyGuardian::armed);
-
-    let limits = supervise::Limits {
-        kill_after: config.timing.kill_after,
-        max_runtime: config.max_runtime,
-        stop_timeout: config.stop_timeout,
-    };
-    let supervised = supervise::supervise(
-        &mut child,
-        guardian.as_ref(),
-        &events,
-        &mut renewer,
-        &mut lease,
-        &config.key,
-        limits,
-    );
-    // The group is gone (or supervision failed and nothing more can be done for it).
-    let backend = renewer.stop();
-    supervise::catch_up(&events, &mut lease);
-    // Only a command that exited 0 on its own, the lock held throughout as far as the
-    // supervisor saw, has its work recorded (`--once`); the release script records it
-    // only if the key is still ours. One told to stop (a SIGTERM, SIGINT, SIGHUP or SIGQUIT
-    // redlock-run passed on) did not finish its work, even when it exits 0 on the signal,
-    // as a trap or `--stop-timeout`'s grace lets it: a signal records nothing.
-    let succeeded = supervised
-        .as_ref()
-        .is_ok_and(|s| s.ending == Ending::Exited && !s.asked_to_stop && s.status.success());
-    if succeeded && config.once.is_on() {
-        renew::lock_backend(&backend).record_success();
-    }
-    // The lock's history records how the hold ended, in the release's own script.
-    renew::lock_backend(&backend).end_hold(HoldEnd {
-        exit_code: supervised
-            .as_ref()
-            .ok()
-            .map(|s| exit::status_code(s.status)),
-        success: succeeded,
-        replaced: supervised
-            .as_ref()
-            .is_ok_and(|s| s.ending == Ending::Replaced),
-    });
     // After a loss this finds nothing of ours, or a lease that has run out: a no-op.
-    let found = release(&mut **renew::lock_backend(&backend), config, &lease);
-    record.released = Some(Instant::now());
-    record.renewals = lease.renewals();
-    // Only now: the guardian, woken, would compete with the release for the CPUs. Until it
-    // is dismissed it finds the group gone and does nothing to it.
-    if let Some(guardian) = &guardian {
-        guardian.dismiss();
-    }
-    let supervised = supervised?;
+    release(backend, config, lease)
+}
+
+/// The run's outcome, from how the command ended and what the release found.
+fn ran_outcome(config: &Config, ran: Ran, found: Found) -> Result<Outcome> {
+    let (supervised, lent_terminal) = match ran {
+        Ran::NotStarted(outcome) => return Ok(outcome),
+        Ran::Supervised {
+            supervised,
+            lent_terminal,
+            ..
+        } => (supervised?, lent_terminal),
+    };
     if found == Found::Lost && supervised.ending != Ending::LockLost {
         // No renewal came between the loss and the command's end (most short jobs end
         // before their first renewal): the release is the first to see it.
@@ -397,7 +459,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         Ending::Replaced => Outcome::Superseded,
         Ending::Exited => Outcome::Command {
             status: supervised.status,
-            lent_terminal: child.lends_terminal(),
+            lent_terminal,
         },
     })
 }
@@ -437,108 +499,156 @@ fn acquire(
     skip: &mut Option<Skip>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
+    let mut waiting = Waiting::default();
+    let took = match first_try(&mut *backend, config)? {
+        FirstTry::Ended(waited) => Took::Ended(Ok(waited)),
+        FirstTry::Busy {
+            blocker: Some(blocker),
+            skips,
+        } if config.wait == Wait::For(Duration::ZERO) => Took::Busy { blocker, skips },
+        FirstTry::Busy { blocker, .. } => {
+            report::verbose(format_args!("{} is busy; waiting", config.key));
+            waiting = Waiting {
+                // Forked now, so that the fork is off the path from the holder's release to
+                // our command's start. If it fails, it is tried again before the command
+                // starts, and warned of.
+                guardian: ReadyGuardian::fork(config.timing.kill_after).ok(),
+                // Who held the lock when this run arrived: the one a skip alarm names.
+                first_holder: blocker.as_ref().map(Blocker::phrase),
+            };
+            let plan = WaitPlan {
+                deadline: match config.wait {
+                    Wait::For(limit) => Some(started + limit),
+                    Wait::Forever => None,
+                },
+                announce: !report::is_quiet()
+                    && (report::is_verbose() || std::io::stderr().is_terminal()),
+                redis_timeout: config.redis_timeout,
+                takeover: config.replace,
+            };
+            let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events)
+                .with_context(|| format!("cannot wait for {}", config.key));
+            Took::Ended(waited)
+        }
+    };
+    settle(backend, took, waiting, config, started, skip)
+}
+
+/// What the first try found, before any wait.
+enum FirstTry {
+    /// Taken, or not to be taken: superseded, or the work already done.
+    Ended(Waited),
+    /// Busy because of `blocker`, or (`None`) at a server that answered "not now"; `skips`:
+    /// the consecutive skips the script counted (only when this try is the run's last).
+    Busy {
+        blocker: Option<Blocker>,
+        skips: Option<u64>,
+    },
+}
+
+fn first_try(backend: &mut dyn LockBackend, config: &Config) -> Result<FirstTry> {
     let waits = config.wait != Wait::For(Duration::ZERO);
-    // Counted by the script only when this attempt is the run's last (it will not wait).
-    let mut busy_skips = None;
-    let blocker = match backend.try_acquire(None) {
+    Ok(match backend.try_acquire(None) {
         Ok(Attempt::Acquired { sent_at, fence }) => {
-            return Ok(Acquisition::Held {
-                backend,
-                sent_at,
-                fence,
-                guardian: None,
-            })
+            FirstTry::Ended(Waited::Acquired { sent_at, fence })
         }
         // Only a waiter that has arrived is superseded; handled as in the wait all the same.
-        Ok(Attempt::Superseded {
-            newer,
-            skips: count,
-        }) => {
-            backend.abandon();
-            let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
-            *skip = Some(Skip::new("superseded", by, count));
-            return Ok(superseded(config, newer.as_deref()));
+        Ok(Attempt::Superseded { newer, skips }) => {
+            FirstTry::Ended(Waited::Superseded { newer, skips })
         }
-        Ok(Attempt::Done {
-            record,
-            skips: count,
-        }) => {
-            let by = holder::done_by(&record).1;
-            *skip = Some(Skip::new("already done", by, count));
-            return Ok(already_done(config, &record));
-        }
+        Ok(Attempt::Done { record, skips }) => FirstTry::Ended(Waited::Done { record, skips }),
         Ok(Attempt::Busy {
             holder,
             ahead,
-            skips: count,
+            skips,
             ..
         }) => {
-            busy_skips = count;
             let blocker = Blocker { holder, ahead };
             refuse_nested(config, &blocker)?;
-            Some(blocker)
+            FirstTry::Busy {
+                blocker: Some(blocker),
+                skips,
+            }
         }
         // A server that answers "not now" (loading, at its client limit, failing over) is
         // waited out within --wait, like a busy lock. One that cannot be reached at all
         // fails the run at once: waiting for ever on a wrong URL helps no one.
-        Err(err) if waits && is_try_later(&err) => None,
+        Err(err) if waits && is_try_later(&err) => FirstTry::Busy {
+            blocker: None,
+            skips: None,
+        },
         Err(err) => return Err(err.context(format!("cannot take {}", config.key))),
-    };
-    let deadline = match (config.wait, &blocker) {
-        (Wait::For(limit), Some(blocker)) if limit.is_zero() => {
-            backend.abandon();
-            *skip = Some(Skip::new("busy", blocker.phrase(), busy_skips));
+    })
+}
+
+/// How taking the lock came out: of the first try, or of the wait (`Err`: it failed).
+enum Took {
+    Ended(Result<Waited>),
+    /// Busy, and the run does not wait; `skips` as counted by the script.
+    Busy {
+        blocker: Blocker,
+        skips: Option<u64>,
+    },
+}
+
+/// What a run that waited keeps for after the wait.
+#[derive(Default)]
+struct Waiting {
+    guardian: Option<ReadyGuardian>,
+    first_holder: Option<String>,
+}
+
+/// Maps how taking the lock came out to the run's next step: the lock held, or the run's
+/// outcome, with the skip it records.
+fn settle(
+    mut backend: Box<dyn LockBackend>,
+    took: Took,
+    waiting: Waiting,
+    config: &Config,
+    started: Instant,
+    skip: &mut Option<Skip>,
+) -> Result<Acquisition> {
+    // The one place a run leaves the waiters' queue without the lock. Not when done (the
+    // script left the queue, handing on any wake-up), nor when the wait ran out (the
+    // timeout's own script leaves it), nor when Redis is out of reach (leaving politely
+    // would take another Redis timeout past --wait, and a waiter whose connections close
+    // is dropped from the queue at the next release).
+    let leaves = matches!(
+        took,
+        Took::Busy { .. }
+            | Took::Ended(Err(_) | Ok(Waited::Superseded { .. } | Waited::Interrupted { .. }))
+    );
+    if leaves {
+        backend.abandon();
+    }
+    match took {
+        Took::Ended(Ok(Waited::Acquired { sent_at, fence })) => Ok(Acquisition::Held(Held {
+            backend,
+            sent_at,
+            fence,
+            guardian: waiting.guardian,
+        })),
+        Took::Ended(Err(err)) => Err(err),
+        Took::Busy { blocker, skips } => {
+            *skip = Some(Skip::new("busy", blocker.phrase(), skips));
             report::info_as(
                 report::LogEvent::Busy,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
                 format_args!("{} is {}; not waiting", config.key, blocker.phrase()),
             );
-            return Ok(not_acquired(config));
+            Ok(not_acquired(config))
         }
-        (Wait::For(limit), _) => Some(started + limit),
-        (Wait::Forever, _) => None,
-    };
-    report::verbose(format_args!("{} is busy; waiting", config.key));
-    // Forked now, so that the fork is off the path from the holder's release to our command's
-    // start. If it fails, it is tried again before the command starts, and warned of.
-    let guardian = ReadyGuardian::fork(config.timing.kill_after).ok();
-    // Who held the lock when this run arrived: the one a skip alarm names.
-    let first_holder = blocker.as_ref().map(Blocker::phrase);
-    let plan = WaitPlan {
-        deadline,
-        announce: !report::is_quiet() && (report::is_verbose() || std::io::stderr().is_terminal()),
-        redis_timeout: config.redis_timeout,
-        takeover: config.replace,
-    };
-    let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events)
-        .with_context(|| format!("cannot wait for {}", config.key));
-    let waited = match waited {
-        Ok(waited) => waited,
-        Err(err) => {
-            backend.abandon();
-            return Err(err);
-        }
-    };
-    match waited {
-        Waited::Acquired { sent_at, fence } => Ok(Acquisition::Held {
-            backend,
-            sent_at,
-            fence,
-            guardian,
-        }),
-        // The script left the queue, handing on any wake-up.
-        Waited::Done {
-            record,
-            skips: count,
-        } => {
+        Took::Ended(Ok(Waited::Done { record, skips })) => {
             let by = holder::done_by(&record).1;
-            *skip = Some(Skip::new("already done", by, count));
+            *skip = Some(Skip::new("already done", by, skips));
             Ok(already_done(config, &record))
         }
-        Waited::TimedOut => {
+        Took::Ended(Ok(Waited::TimedOut)) => {
             // Leaves the queue and records the timeout (a skip) in the same script.
             let count = backend.give_up();
-            let holder = first_holder.unwrap_or_else(|| String::from("held by an unknown holder"));
+            let holder = waiting
+                .first_holder
+                .unwrap_or_else(|| String::from("held by an unknown holder"));
             *skip = Some(Skip::new("--wait ran out", holder, count));
             report::info_as(
                 report::LogEvent::WaitTimeout,
@@ -551,9 +661,7 @@ fn acquire(
             );
             Ok(not_acquired(config))
         }
-        // Not left politely: that would take another Redis timeout past --wait, and a
-        // waiter whose connections close is dropped from the queue at the next release.
-        Waited::Unreachable(err) => {
+        Took::Ended(Ok(Waited::Unreachable(err))) => {
             drop(backend);
             Err(err.context(format!(
                 "cannot take {}: gave up after {}",
@@ -561,17 +669,12 @@ fn acquire(
                 report::duration(started.elapsed())
             )))
         }
-        Waited::Superseded {
-            newer,
-            skips: count,
-        } => {
-            backend.abandon();
+        Took::Ended(Ok(Waited::Superseded { newer, skips })) => {
             let by = format!("a newer run, {}", holder::newer_run(newer.as_deref()));
-            *skip = Some(Skip::new("superseded", by, count));
+            *skip = Some(Skip::new("superseded", by, skips));
             Ok(superseded(config, newer.as_deref()))
         }
-        Waited::Interrupted { signal } => {
-            backend.abandon();
+        Took::Ended(Ok(Waited::Interrupted { signal })) => {
             report::verbose(format_args!(
                 "{} while waiting; giving up",
                 signals::name(signal)

@@ -21,8 +21,14 @@
 //! as busy). A subscription that had to be made again is followed by an attempt at once: a
 //! release in the gap went unheard.
 //!
-//! It runs on the main thread and listens on the same event channel as the supervisor, so a
-//! signal and a release notice are heard in the order they came; an attempt in flight when a
+//! The wait is a `Waiter`, one method per step as the supervisor has one per event:
+//! `listen` (subscribe), `attempt` (try to take the lock), `hear` (a notice, a broken
+//! subscription, a signal). Its pacing rules above, which decide when the next attempt is
+//! due, are `Pacing`: it reads no clock and talks to no Redis, and each rule has a test.
+//!
+//! It is the run's loop while the lock is busy: on the main thread, it waits on the same
+//! `Events` as the supervisor (signals, and release notices that the subscription's reader
+//! reports), a signal read before a notice that came with it; an attempt in flight when a
 //! signal arrives finishes first, and `run.rs` releases a lock that was taken that way. It
 //! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
 //! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
@@ -31,7 +37,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::backend::{
     cannot_subscribe, is_refused_by_acl, is_transient, Attempt, Holder, Key, LockBackend, Notice,
@@ -70,17 +76,6 @@ const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 /// find the request), and the usual pace resumes.
 const TAKEOVER_RETRY: Duration = Duration::from_millis(300);
 const TAKEOVER_PUSH: Duration = Duration::from_millis(1500);
-/// Whether a step begun at `step` that just failed was cut short by the wait's own
-/// deadline rather than given Redis's whole timeout: then it says nothing of Redis, and the
-/// wait ends on what Redis last did answer (a busy lock behind a slow server is 75, not
-/// "unreachable").
-fn cut_short(plan: &WaitPlan, step: Instant) -> bool {
-    let now = Instant::now();
-    plan.deadline
-        .is_some_and(|deadline| now + DEADLINE_SLACK >= deadline)
-        && now.saturating_duration_since(step) < plan.redis_timeout
-}
-
 /// How close to the wait's deadline a failing step counts as cut short by it: the deadline
 /// is checked by the clock after the step returns, a little late.
 const DEADLINE_SLACK: Duration = Duration::from_millis(5);
@@ -151,203 +146,398 @@ pub fn wait_for_lock(
     blocker: Option<Blocker>,
     events: &Events,
 ) -> Result<Waited> {
-    let started = Instant::now();
-    let mut announcer = Announcer::new(plan.announce, started, blocker);
-    let mut listening = Listening::Not;
-    let mut subscribed_before = false;
-    let mut next_try = Instant::now();
-    // A release notice brings the next try forward, but not before this.
-    let mut not_before = Instant::now();
-    let mut failures = 0u32;
-    // Why the last attempt (or subscription) failed, if it did.
-    let mut last_failure: Option<anyhow::Error> = None;
-    // Split Redlock attempts in a row (see `split_pause`), polls of a foreign holder.
-    let (mut splits, mut polls) = (0u32, 0u32);
-    // The holder whose release notice came last (its identity), and how often a try has
-    // found it still holding since: on a Redlock node that has not released yet.
-    let mut releasing: Option<String> = None;
-    let mut releasing_tries = 0u32;
-    // Release notices are coalesced: while one waits to be acted on, later ones only
-    // replace the release it names (the latest is the one a try may still find holding).
-    // A burst of messages on the lock's channel (a buggy or hostile client) then costs one
-    // try and no memory, not one try and one queued event each; a notice that comes after
-    // the waiter took the pending one sends a new one, so none goes unanswered.
-    let pending: Arc<Mutex<Option<String>>> = Arc::default();
-    let last_try_at = plan.deadline.map(|deadline| {
-        deadline - LAST_TRY_LEAD.min(deadline.saturating_duration_since(started) / 2)
-    });
-    let mut last_tried = false;
+    let mut waiter = Waiter::new(backend, key, plan, blocker, events);
     loop {
-        // Past the deadline, nothing more is tried, even when this process was paused
-        // through it with a release notice waiting: the wait is over.
-        if plan
-            .deadline
-            .is_some_and(|deadline| Instant::now() >= deadline)
-        {
-            return Ok(match last_failure {
+        if let Some(waited) = waiter.over(Instant::now()) {
+            return Ok(waited);
+        }
+        if matches!(waiter.listening, Listening::Not) {
+            waiter.listen()?;
+        }
+        // Subscribed first, then tried: a release between the two cannot be missed.
+        let listens = !matches!(waiter.listening, Listening::Not);
+        if waiter.pacing.try_now(Instant::now(), listens) {
+            if let Some(waited) = waiter.attempt()? {
+                return Ok(waited);
+            }
+        }
+        let now = Instant::now();
+        let wake_at = waiter.wake_at(now);
+        match events.recv_timeout(wake_at.saturating_duration_since(now)) {
+            Ok(event) => {
+                if let Some(waited) = waiter.hear(event) {
+                    return Ok(waited);
+                }
+            }
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+    }
+}
+
+/// A wait between its steps: listen (subscribe to release notices), attempt (try to take
+/// the lock), hear (an event: a notice, a broken subscription, a signal). When to attempt
+/// is the `Pacing`'s to say.
+struct Waiter<'a> {
+    backend: &'a mut dyn LockBackend,
+    key: &'a Key,
+    pacing: Pacing,
+    announcer: Announcer,
+    listening: Listening,
+    /// Why the last attempt (or subscription) failed, if it did.
+    last_failure: Option<anyhow::Error>,
+    /// Release notices are coalesced: while one waits to be acted on, later ones only
+    /// replace the release it names (the latest is the one a try may still find holding).
+    /// A burst of messages on the lock's channel (a buggy or hostile client) then costs one
+    /// try and no memory, not one try and one queued event each; a notice that comes after
+    /// the waiter took the pending one sends a new one, so none goes unanswered.
+    pending: Arc<Mutex<Option<String>>>,
+    events: &'a Events,
+}
+
+impl<'a> Waiter<'a> {
+    fn new(
+        backend: &'a mut dyn LockBackend,
+        key: &'a Key,
+        plan: WaitPlan,
+        blocker: Option<Blocker>,
+        events: &'a Events,
+    ) -> Waiter<'a> {
+        let started = Instant::now();
+        Waiter {
+            backend,
+            key,
+            pacing: Pacing::new(plan, started),
+            announcer: Announcer::new(plan.announce, started, blocker),
+            listening: Listening::Not,
+            last_failure: None,
+            pending: Arc::default(),
+            events,
+        }
+    }
+
+    /// Past the deadline, nothing more is tried, even when this process was paused through
+    /// it with a release notice waiting: the wait is over.
+    fn over(&mut self, now: Instant) -> Option<Waited> {
+        self.pacing
+            .is_over(now)
+            .then(|| match self.last_failure.take() {
                 Some(err) => Waited::Unreachable(err),
                 None => Waited::TimedOut,
-            });
-        }
-        if matches!(listening, Listening::Not) {
-            let notices = events.reporter();
-            let latest = Arc::clone(&pending);
-            let forward = Box::new(move |notice| match notice {
-                Notice::Released { by } => {
-                    let mut latest = latest.lock().unwrap_or_else(PoisonError::into_inner);
-                    latest.replace(by).is_some()
-                        || notices
-                            .send(Event::Notice(Notice::Released { by: String::new() }))
-                            .is_ok()
-                }
-                notice => notices.send(Event::Notice(notice)).is_ok(),
-            });
-            let step = Instant::now();
-            match backend.subscribe(forward, plan.deadline) {
-                Ok(subscription) => {
-                    listening = Listening::Subscribed {
-                        _kept: subscription,
-                    };
-                    last_failure = None;
-                    if subscribed_before {
-                        next_try = Instant::now();
-                    }
-                    subscribed_before = true;
-                }
-                // Or the server has no SUBSCRIBE: as for a foreign holder, looking is the
-                // only way to learn of a release.
-                Err(err) if is_refused_by_acl(&err) || cannot_subscribe(&err) => {
-                    report::warn(format_args!(
-                        "{err:#}; without release notices, looking every {} instead",
-                        report::duration(NO_NOTICES_POLL)
-                    ));
-                    listening = Listening::Polling;
-                }
-                Err(err) if is_transient(&err) => {
-                    failures += 1;
-                    next_try = Instant::now() + backoff(failures);
-                    report_unreachable(&err, failures);
-                    if !cut_short(&plan, step) {
-                        last_failure = Some(err);
-                    }
-                }
-                Err(err) => return Err(err),
-            }
-        }
+            })
+    }
 
-        // Subscribed first, then tried: a release between the two cannot be missed. Near
-        // the deadline, one last try whatever the schedule.
-        let last_try = !last_tried && last_try_at.is_some_and(|at| Instant::now() >= at);
-        let listens = !matches!(listening, Listening::Not);
-        if (listens && Instant::now() >= next_try) || last_try {
-            last_tried |= last_try;
-            let step = Instant::now();
-            match backend.try_acquire(plan.deadline) {
-                Ok(Attempt::Acquired { sent_at, fence }) => {
-                    return Ok(Waited::Acquired { sent_at, fence })
-                }
-                Ok(Attempt::Superseded { newer, skips }) => {
-                    return Ok(Waited::Superseded { newer, skips })
-                }
-                Ok(Attempt::Done { record, skips }) => return Ok(Waited::Done { record, skips }),
-                Ok(Attempt::Busy {
-                    holder_ttl,
-                    holder,
-                    ahead,
-                    split,
-                    ..
-                }) => {
-                    failures = 0;
-                    last_failure = None;
-                    let silent = holder_cannot_announce(holder.as_deref(), ahead);
-                    let still_releasing = releasing.as_deref().is_some_and(|identity| {
-                        holder
-                            .as_deref()
-                            .is_some_and(|value| value.starts_with(identity.as_bytes()))
-                    });
-                    announcer.blocked_by(Blocker { holder, ahead });
-                    splits = if split { splits + 1 } else { 0 };
-                    polls = if silent { polls + 1 } else { 0 };
-                    let mut delay = retry_delay(holder_ttl);
-                    if split {
-                        delay = delay.min(split_pause(splits));
-                    }
-                    if silent {
-                        delay = delay.min(foreign_poll(polls));
-                    }
-                    match releasing_retry(releasing_tries) {
-                        Some(soon) if still_releasing => {
-                            releasing_tries += 1;
-                            delay = delay.min(soon);
-                        }
-                        _ => releasing = None,
-                    }
-                    if matches!(listening, Listening::Polling) {
-                        delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
-                    }
-                    let pushing = plan.takeover && started.elapsed() < TAKEOVER_PUSH;
-                    if pushing {
-                        delay = delay.min(TAKEOVER_RETRY);
-                    }
-                    next_try = Instant::now() + delay;
-                    // Until woken or the next try, only the subscription's connection stays.
-                    if matches!(listening, Listening::Subscribed { .. }) && !pushing {
-                        backend.rest();
-                    }
-                    // The other contenders' releases are about to come: they must not
-                    // send everyone back in at the same moment.
-                    not_before = if split { next_try } else { Instant::now() };
-                    report::verbose(format_args!(
-                        "still busy; next try in {} unless released sooner",
-                        report::duration(delay)
-                    ));
-                }
-                Err(err) if is_transient(&err) => {
-                    failures += 1;
-                    next_try = Instant::now() + backoff(failures);
-                    report_unreachable(&err, failures);
-                    if !cut_short(&plan, step) {
-                        last_failure = Some(err);
-                    }
-                }
-                Err(err) => return Err(err),
+    /// Subscribes to release notices; without the right to, or a server without
+    /// `SUBSCRIBE`, polls instead.
+    fn listen(&mut self) -> Result<()> {
+        let notices = self.events.reporter();
+        let latest = Arc::clone(&self.pending);
+        let forward = Box::new(move |notice| match notice {
+            Notice::Released { by } => {
+                let mut latest = latest.lock().unwrap_or_else(PoisonError::into_inner);
+                latest.replace(by).is_some()
+                    || notices
+                        .send(Event::Notice(Notice::Released { by: String::new() }))
+                        .is_ok()
             }
+            notice => notices.send(Event::Notice(notice)).is_ok(),
+        });
+        let step = Instant::now();
+        match self.backend.subscribe(forward, self.pacing.deadline) {
+            Ok(subscription) => {
+                self.listening = Listening::Subscribed {
+                    _kept: subscription,
+                };
+                self.last_failure = None;
+                self.pacing.subscribed(Instant::now());
+            }
+            // Or the server has no SUBSCRIBE: as for a foreign holder, looking is the only
+            // way to learn of a release.
+            Err(err) if is_refused_by_acl(&err) || cannot_subscribe(&err) => {
+                report::warn(format_args!(
+                    "{err:#}; without release notices, looking every {} instead",
+                    report::duration(NO_NOTICES_POLL)
+                ));
+                self.listening = Listening::Polling;
+                self.pacing.without_notices();
+            }
+            Err(err) if is_transient(&err) => self.unreachable(err, step),
+            Err(err) => return Err(err),
         }
+        Ok(())
+    }
 
+    /// Tries to take the lock: the wait's end, or the next try scheduled.
+    fn attempt(&mut self) -> Result<Option<Waited>> {
+        let step = Instant::now();
+        let busy = match self.backend.try_acquire(self.pacing.deadline) {
+            Ok(Attempt::Acquired { sent_at, fence }) => {
+                return Ok(Some(Waited::Acquired { sent_at, fence }))
+            }
+            Ok(Attempt::Superseded { newer, skips }) => {
+                return Ok(Some(Waited::Superseded { newer, skips }))
+            }
+            Ok(Attempt::Done { record, skips }) => return Ok(Some(Waited::Done { record, skips })),
+            Ok(Attempt::Busy {
+                holder_ttl,
+                holder,
+                ahead,
+                split,
+                ..
+            }) => (holder_ttl, Blocker { holder, ahead }, split),
+            Err(err) if is_transient(&err) => {
+                self.unreachable(err, step);
+                return Ok(None);
+            }
+            Err(err) => return Err(err),
+        };
+        let (holder_ttl, blocker, split) = busy;
+        self.last_failure = None;
         let now = Instant::now();
-        announcer.speak_if_due(key, now);
-        let mut wake_at = plan
-            .deadline
-            .map_or(next_try, |deadline| next_try.min(deadline));
-        if let Some(at) = last_try_at.filter(|_| !last_tried) {
-            wake_at = wake_at.min(at);
+        let delay = self.pacing.busy(
+            now,
+            Busy {
+                holder_ttl,
+                holder: blocker.holder.as_deref(),
+                ahead: blocker.ahead,
+                split,
+            },
+        );
+        self.announcer.blocked_by(blocker);
+        // Until woken or the next try, only the subscription's connection stays.
+        if matches!(self.listening, Listening::Subscribed { .. }) && !self.pacing.pushing(now) {
+            self.backend.rest();
         }
-        if let Some(due) = announcer.due_at() {
-            wake_at = wake_at.min(due);
-        }
-        match events.recv_timeout(wake_at.saturating_duration_since(now)) {
-            Ok(Event::Notice(Notice::Released { .. })) => {
-                let by = pending
+        report::verbose(format_args!(
+            "still busy; next try in {} unless released sooner",
+            report::duration(delay)
+        ));
+        Ok(None)
+    }
+
+    /// Acts on an event from the loop's channel; `Some` ends the wait.
+    fn hear(&mut self, event: Event) -> Option<Waited> {
+        match event {
+            Event::Notice(Notice::Released { .. }) => {
+                let by = self
+                    .pending
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take()
                     .unwrap_or_default();
                 report::verbose(format_args!("released by its holder; trying now"));
-                // `by` is the holder's identity, then `#` and a release number.
-                releasing = by
-                    .rsplit_once('#')
-                    .map(|(identity, _)| identity.to_string());
-                releasing_tries = 0;
-                next_try = Instant::now().max(not_before);
+                self.pacing.released(Instant::now(), &by);
             }
-            Ok(Event::Notice(Notice::Broken(err))) => {
+            Event::Notice(Notice::Broken(err)) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));
-                listening = Listening::Not;
+                self.listening = Listening::Not;
             }
-            Ok(Event::Signal { signal, .. }) => return Ok(Waited::Interrupted { signal }),
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => bail!("internal error: event channel closed"),
+            Event::Signal { signal, .. } => return Some(Waited::Interrupted { signal }),
+            _ => {}
         }
+        None
+    }
+
+    /// When the loop must wake up next, having named the holder if that is due.
+    fn wake_at(&mut self, now: Instant) -> Instant {
+        self.announcer.speak_if_due(self.key, now);
+        let wake_at = self.pacing.wake_at();
+        self.announcer
+            .due_at()
+            .map_or(wake_at, |due| wake_at.min(due))
+    }
+
+    /// A step could not reach Redis: tried again after a backoff.
+    fn unreachable(&mut self, err: anyhow::Error, step: Instant) {
+        let failure = self.pacing.unreachable(step, Instant::now());
+        report_unreachable(&err, failure.in_a_row);
+        if failure.counts {
+            self.last_failure = Some(err);
+        }
+    }
+}
+
+/// What a try that found the lock busy learnt of its holder.
+#[derive(Debug, Clone, Copy)]
+struct Busy<'a> {
+    /// How long the holder's key has left; `None`: no TTL.
+    holder_ttl: Option<Duration>,
+    /// One holder's value, when a slot is held by a string value.
+    holder: Option<&'a [u8]>,
+    /// With `--fair`: waiters queued before this one.
+    ahead: u32,
+    /// Redlock: contenders split the nodes between them.
+    split: bool,
+}
+
+/// A failure to reach Redis, as the pacing sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Failure {
+    /// How many steps in a row have failed so.
+    in_a_row: u32,
+    /// Whether it says anything of Redis (see `Pacing::unreachable`).
+    counts: bool,
+}
+
+/// The pacing rules of a wait (see the module's documentation): when the next try is due,
+/// and when to wake up. It reads no clock and talks to no Redis: each step passes the time
+/// it happened at, so every rule is tested without either. (The jitter is random.)
+#[derive(Debug)]
+struct Pacing {
+    started: Instant,
+    /// Give up then; `None`: never.
+    deadline: Option<Instant>,
+    redis_timeout: Duration,
+    takeover: bool,
+    /// The next try, unless a release notice brings it forward.
+    next_try: Instant,
+    /// A release notice brings the next try forward, but not before this.
+    not_before: Instant,
+    /// The one try made near the deadline whatever the schedule, and whether it was made.
+    last_try_at: Option<Instant>,
+    last_tried: bool,
+    subscribed_before: bool,
+    /// No release notices come (refused by the ACL, or no `SUBSCRIBE`): looking instead.
+    polling: bool,
+    /// Steps in a row that could not reach Redis.
+    failures: u32,
+    /// Split Redlock attempts in a row (see `split_pause`), polls of a silent holder.
+    splits: u32,
+    polls: u32,
+    /// The holder whose release notice came last (its identity), and how often a try has
+    /// found it still holding since: on a Redlock node that has not released yet.
+    releasing: Option<String>,
+    releasing_tries: u32,
+}
+
+impl Pacing {
+    fn new(plan: WaitPlan, started: Instant) -> Pacing {
+        Pacing {
+            started,
+            deadline: plan.deadline,
+            redis_timeout: plan.redis_timeout,
+            takeover: plan.takeover,
+            next_try: started,
+            not_before: started,
+            last_try_at: plan.deadline.map(|deadline| {
+                deadline - LAST_TRY_LEAD.min(deadline.saturating_duration_since(started) / 2)
+            }),
+            last_tried: false,
+            subscribed_before: false,
+            polling: false,
+            failures: 0,
+            splits: 0,
+            polls: 0,
+            releasing: None,
+            releasing_tries: 0,
+        }
+    }
+
+    /// Whether the deadline has passed: then nothing more is tried.
+    fn is_over(&self, now: Instant) -> bool {
+        self.deadline.is_some_and(|deadline| now >= deadline)
+    }
+
+    /// Whether to try now: once listening (subscribed, or polling) and the next try is
+    /// due; and, once, near the deadline whatever the schedule.
+    fn try_now(&mut self, now: Instant, listens: bool) -> bool {
+        let last_try = !self.last_tried && self.last_try_at.is_some_and(|at| now >= at);
+        self.last_tried |= last_try;
+        (listens && now >= self.next_try) || last_try
+    }
+
+    /// A subscription is active. One made again (the last one broke) is followed by a try
+    /// at once: a release in the gap went unheard.
+    fn subscribed(&mut self, now: Instant) {
+        if self.subscribed_before {
+            self.next_try = now;
+        }
+        self.subscribed_before = true;
+    }
+
+    /// No release notices will come: a busy lock is looked at every `NO_NOTICES_POLL`.
+    fn without_notices(&mut self) {
+        self.polling = true;
+    }
+
+    /// A step begun at `step` could not reach Redis: the next try after a growing backoff.
+    /// It counts as Redis failing only if it had Redis's whole timeout: one that the
+    /// deadline itself cut short says nothing of Redis, and the wait ends on what Redis
+    /// last did answer (a busy lock behind a slow server is 75, not "unreachable").
+    fn unreachable(&mut self, step: Instant, now: Instant) -> Failure {
+        self.failures += 1;
+        self.next_try = now + backoff(self.failures);
+        let cut_short = self
+            .deadline
+            .is_some_and(|deadline| now + DEADLINE_SLACK >= deadline)
+            && now.saturating_duration_since(step) < self.redis_timeout;
+        Failure {
+            in_a_row: self.failures,
+            counts: !cut_short,
+        }
+    }
+
+    /// A try found the lock busy: schedules the next one, and returns how far off it is.
+    fn busy(&mut self, now: Instant, busy: Busy) -> Duration {
+        self.failures = 0;
+        let silent = holder_cannot_announce(busy.holder, busy.ahead);
+        let still_releasing = self.releasing.as_deref().is_some_and(|identity| {
+            busy.holder
+                .is_some_and(|value| value.starts_with(identity.as_bytes()))
+        });
+        self.splits = if busy.split { self.splits + 1 } else { 0 };
+        self.polls = if silent { self.polls + 1 } else { 0 };
+        let mut delay = retry_delay(busy.holder_ttl);
+        if busy.split {
+            delay = delay.min(split_pause(self.splits));
+        }
+        if silent {
+            delay = delay.min(foreign_poll(self.polls));
+        }
+        match releasing_retry(self.releasing_tries) {
+            Some(soon) if still_releasing => {
+                self.releasing_tries += 1;
+                delay = delay.min(soon);
+            }
+            _ => self.releasing = None,
+        }
+        if self.polling {
+            delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
+        }
+        if self.pushing(now) {
+            delay = delay.min(TAKEOVER_RETRY);
+        }
+        self.next_try = now + delay;
+        // The other contenders' releases are about to come: they must not send everyone
+        // back in at the same moment.
+        self.not_before = if busy.split { self.next_try } else { now };
+        delay
+    }
+
+    /// `--replace`, early in the wait: tries come often, each asking the holder again.
+    fn pushing(&self, now: Instant) -> bool {
+        self.takeover && now.saturating_duration_since(self.started) < TAKEOVER_PUSH
+    }
+
+    /// A release notice came: try now (or once a split's pause is over). `by` is the
+    /// holder's identity, then `#` and a release number: a try that finds that holder
+    /// still there is soon repeated (`releasing_retry`).
+    fn released(&mut self, now: Instant, by: &str) {
+        self.releasing = by
+            .rsplit_once('#')
+            .map(|(identity, _)| identity.to_string());
+        self.releasing_tries = 0;
+        self.next_try = now.max(self.not_before);
+    }
+
+    /// When the wait must wake up: the next try, the last try, or the deadline.
+    fn wake_at(&self) -> Instant {
+        let mut wake_at = self
+            .deadline
+            .map_or(self.next_try, |deadline| self.next_try.min(deadline));
+        if let Some(at) = self.last_try_at.filter(|_| !self.last_tried) {
+            wake_at = wake_at.min(at);
+        }
+        wake_at
     }
 }
 
@@ -516,5 +706,229 @@ mod tests {
     fn backoff_grows_and_is_capped() {
         assert!(backoff(1) < backoff(4));
         assert!(backoff(30) <= RECONNECT_MAX + RECONNECT_MIN);
+    }
+    const MS: Duration = Duration::from_millis(1);
+    /// A value written by redlock-run (one that announces its release), and its identity
+    /// as a release notice names it.
+    const OURS: &[u8] = br#"{"token":"t","fence":1}"#;
+    const OURS_RELEASED: &str = r##"{"token":"t"#7"##;
+
+    fn plan(wait: Option<Duration>, takeover: bool, started: Instant) -> WaitPlan {
+        WaitPlan {
+            deadline: wait.map(|wait| started + wait),
+            announce: false,
+            redis_timeout: Duration::from_secs(2),
+            takeover,
+        }
+    }
+
+    fn busy(holder: Option<&[u8]>, holder_ttl: Option<Duration>) -> Busy<'_> {
+        Busy {
+            holder_ttl,
+            holder,
+            ahead: 0,
+            split: false,
+        }
+    }
+
+    #[test]
+    fn the_first_try_is_due_at_once_but_only_once_listening() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        assert!(!pacing.try_now(t0, false), "not before the subscription");
+        assert!(pacing.try_now(t0, true));
+    }
+
+    #[test]
+    fn behind_a_holder_of_ours_the_next_try_is_at_its_lease_end_or_its_notice() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        pacing.subscribed(t0);
+        let delay = pacing.busy(t0, busy(Some(OURS), Some(Duration::from_secs(20))));
+        assert!(delay > Duration::from_secs(20) && delay <= Duration::from_millis(20_251));
+        assert_eq!(pacing.wake_at(), t0 + delay, "no tick before it");
+        assert!(!pacing.try_now(t0 + Duration::from_secs(19), true));
+        let notice = t0 + Duration::from_secs(3);
+        pacing.released(notice, "");
+        assert_eq!(pacing.wake_at(), notice);
+        assert!(
+            pacing.try_now(notice, true),
+            "a notice brings the try forward"
+        );
+    }
+
+    #[test]
+    fn a_key_without_ttl_is_rechecked_rarely() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        assert!(pacing.busy(t0, busy(Some(OURS), None)) >= NO_TTL_RECHECK);
+    }
+
+    #[test]
+    fn a_holder_that_cannot_announce_is_polled_with_backoff() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        let ttl = Some(Duration::from_secs(60));
+        let delays: Vec<Duration> = (0..12)
+            .map(|_| pacing.busy(t0, busy(Some(b"another client's token"), ttl)))
+            .collect();
+        assert!(delays[0] >= FOREIGN_POLL_MIN && delays[0] < FOREIGN_POLL_MIN * 2);
+        assert!(delays[2] >= FOREIGN_POLL_MIN * 4, "doubling");
+        assert!(
+            delays[11] <= FOREIGN_POLL_MAX + FOREIGN_POLL_MAX / 4,
+            "capped"
+        );
+        // Another application's key (not a string) is polled too; a holder of ours resets
+        // the backoff and is not polled.
+        assert!(pacing.busy(t0, busy(None, ttl)) <= FOREIGN_POLL_MAX + FOREIGN_POLL_MAX / 4);
+        assert!(pacing.busy(t0, busy(Some(OURS), ttl)) > Duration::from_secs(60));
+        assert!(pacing.busy(t0, busy(None, ttl)) < FOREIGN_POLL_MIN * 2);
+    }
+
+    #[test]
+    fn without_notices_a_busy_lock_is_looked_at_often() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        pacing.without_notices();
+        let delay = pacing.busy(t0, busy(Some(OURS), Some(Duration::from_secs(60))));
+        assert!(delay >= NO_NOTICES_POLL && delay <= NO_NOTICES_POLL + NO_NOTICES_POLL / 5);
+        assert!(
+            pacing.try_now(t0 + delay, true),
+            "polling counts as listening"
+        );
+    }
+
+    #[test]
+    fn nothing_is_tried_past_the_deadline() {
+        let t0 = Instant::now();
+        let pacing = Pacing::new(plan(Some(Duration::from_secs(10)), false, t0), t0);
+        assert!(!pacing.is_over(t0 + Duration::from_millis(9_999)));
+        assert!(pacing.is_over(t0 + Duration::from_secs(10)));
+        assert!(
+            pacing.is_over(t0 + Duration::from_secs(3600)),
+            "paused through it"
+        );
+        assert!(!Pacing::new(plan(None, false, t0), t0).is_over(t0 + Duration::from_secs(3600)));
+    }
+
+    #[test]
+    fn the_last_try_is_a_second_before_the_deadline_or_half_the_wait() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(Some(Duration::from_secs(10)), false, t0), t0);
+        pacing.busy(t0, busy(Some(OURS), Some(Duration::from_secs(60))));
+        let last = t0 + Duration::from_secs(9);
+        assert_eq!(pacing.wake_at(), last, "before the holder's lease end");
+        assert!(!pacing.try_now(last - MS, true));
+        assert!(
+            pacing.try_now(last, false),
+            "whatever the schedule, even unsubscribed"
+        );
+        assert!(!pacing.try_now(last + MS, true), "once");
+        assert_eq!(
+            pacing.wake_at(),
+            t0 + Duration::from_secs(10),
+            "then the deadline"
+        );
+
+        let short = Pacing::new(plan(Some(Duration::from_millis(600)), false, t0), t0);
+        assert_eq!(short.wake_at(), t0, "the first try is due at once");
+        assert_eq!(short.last_try_at, Some(t0 + Duration::from_millis(300)));
+    }
+
+    #[test]
+    fn a_failure_to_reach_redis_backs_off_and_counts_unless_the_deadline_cut_it_short() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(Some(Duration::from_secs(30)), false, t0), t0);
+        let first = pacing.unreachable(t0, t0 + Duration::from_secs(2));
+        assert_eq!(
+            first,
+            Failure {
+                in_a_row: 1,
+                counts: true
+            }
+        );
+        let after = pacing.wake_at() - (t0 + Duration::from_secs(2));
+        assert!(after >= RECONNECT_MIN * 2 && after < RECONNECT_MIN * 3);
+        // At the deadline, after less than Redis's timeout: cut short, says nothing.
+        let step = t0 + Duration::from_millis(29_500);
+        let cut = pacing.unreachable(step, t0 + Duration::from_secs(30));
+        assert_eq!(
+            cut,
+            Failure {
+                in_a_row: 2,
+                counts: false
+            }
+        );
+        // Given the whole timeout, it counts even at the deadline.
+        let whole = pacing.unreachable(t0 + Duration::from_secs(28), t0 + Duration::from_secs(30));
+        assert!(whole.counts);
+        // A busy answer ends the run of failures.
+        pacing.busy(t0, busy(Some(OURS), None));
+        assert_eq!(pacing.unreachable(t0, t0).in_a_row, 1);
+    }
+
+    #[test]
+    fn a_subscription_made_again_is_followed_by_a_try_at_once() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        pacing.subscribed(t0);
+        pacing.busy(t0, busy(Some(OURS), Some(Duration::from_secs(60))));
+        let again = t0 + Duration::from_secs(5);
+        assert!(!pacing.try_now(again, true));
+        pacing.subscribed(again);
+        assert!(pacing.try_now(again, true));
+    }
+
+    #[test]
+    fn after_a_split_a_notice_does_not_bring_the_try_before_the_pause() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        let split = Busy {
+            split: true,
+            ..busy(Some(OURS), Some(Duration::from_secs(60)))
+        };
+        let delay = pacing.busy(t0, split);
+        assert!(delay <= SPLIT_PAUSE_MAX + MS);
+        pacing.released(t0, "");
+        assert_eq!(pacing.wake_at(), t0 + delay);
+        // Not split: a notice brings the try to the moment it came.
+        pacing.busy(t0, busy(Some(OURS), Some(Duration::from_secs(60))));
+        pacing.released(t0 + MS, "");
+        assert_eq!(pacing.wake_at(), t0 + MS);
+    }
+
+    #[test]
+    fn a_holder_still_there_after_its_release_notice_is_retried_soon_then_left() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, false, t0), t0);
+        let ttl = Some(Duration::from_secs(60));
+        pacing.released(t0, OURS_RELEASED);
+        let delays: Vec<Duration> = (0..=RELEASING_TRIES)
+            .map(|_| pacing.busy(t0, busy(Some(OURS), ttl)))
+            .collect();
+        assert_eq!(delays[0], RELEASING_RETRY);
+        assert_eq!(delays[1], RELEASING_RETRY * 2);
+        assert_eq!(delays[9], RELEASING_RETRY * 32);
+        assert!(
+            delays[10] > Duration::from_secs(60),
+            "the usual schedule again"
+        );
+        // Another holder than the one released is not retried soon.
+        pacing.released(t0, OURS_RELEASED);
+        let other = br#"{"token":"u","fence":2}"#;
+        assert!(pacing.busy(t0, busy(Some(other), ttl)) > Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_takeover_tries_often_at_first_then_at_the_usual_pace() {
+        let t0 = Instant::now();
+        let mut pacing = Pacing::new(plan(None, true, t0), t0);
+        let ttl = Some(Duration::from_secs(60));
+        assert!(pacing.pushing(t0));
+        assert_eq!(pacing.busy(t0, busy(Some(OURS), ttl)), TAKEOVER_RETRY);
+        let later = t0 + TAKEOVER_PUSH;
+        assert!(!pacing.pushing(later));
+        assert!(pacing.busy(later, busy(Some(OURS), ttl)) > Duration::from_secs(60));
+        assert!(!Pacing::new(plan(None, false, t0), t0).pushing(t0));
     }
 }

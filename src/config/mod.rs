@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::backend::{
     colocates, holds_secret, lock_of_internal_key, shares_keys_with, Deployment, Eviction, Key,
-    Once, Password, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
+    LockRequest, Once, Password, Recording, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
 };
 use crate::cli::{Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
@@ -461,6 +461,30 @@ impl Config {
             ping,
             dry_run: args.dry_run,
         })
+    }
+
+    /// What this run asks of the lock, with a fresh token: the key and its lease, the
+    /// policies (`--limit`, `--fair`, `--supersede`, `--once`, `--replace`), what the
+    /// scripts record, and how the holder is shown to others.
+    pub fn lock_request(&self) -> LockRequest {
+        LockRequest {
+            supersede: self.supersede,
+            once: (*self.once).clone(),
+            replace: self.replace,
+            recording: Recording {
+                history: self.history,
+                final_try: self.wait == Wait::For(Duration::ZERO),
+                ..Recording::default()
+            },
+            ..LockRequest::new(
+                self.key.clone(),
+                self.timing.ttl,
+                self.limit,
+                self.fair,
+                &self.program_name(),
+                self.label.as_deref(),
+            )
+        }
     }
 
     /// The program's name, as others may see it: the last part of its path, without the
