@@ -326,7 +326,7 @@ struct Prepared {
 fn prepare(config: &Config) -> Result<Result<Prepared, Outcome>> {
     // First, on the main thread before any other: the run's signals are blocked in every
     // thread from here on, and wait in the loop's descriptor, so that none is missed.
-    let (signals, forwarded) = signals::listen()?;
+    let (signals, _forwarded) = signals::listen()?;
     // Before anything can make a child: SIGCHLD must be at its default.
     process::prepare();
     let events = Events::new(signals, process::is_init())?;
@@ -336,7 +336,9 @@ fn prepare(config: &Config) -> Result<Result<Prepared, Outcome>> {
         .copied()
         .collect();
     Ok(
-        match process::command(&config.command, &left_out, &forwarded) {
+        // No handler to reset in the command: the run's signals have none (they are read
+        // from a signalfd), only a blocked mask, which the command's process clears.
+        match process::command(&config.command, &left_out, &[]) {
             Ok(command) => Ok(Prepared { events, command }),
             Err(err) => Err(cannot_run(config, err)),
         },
