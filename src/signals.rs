@@ -131,6 +131,26 @@ impl AsRawFd for Signals {
     }
 }
 
+/// Runs `spawn` (which starts a thread) with every signal blocked in the calling thread, so
+/// that the thread it starts takes none, from its first instruction: for the threads that
+/// may be started before a run's signals are blocked (`listen`), such as the stderr
+/// writer on a warning about the configuration. A thread with a forwarded signal unblocked
+/// would take that signal by its default action once the run reads them from a signalfd,
+/// and end the whole process unforwarded.
+pub fn spawn_deaf<T>(spawn: impl FnOnce() -> T) -> T {
+    // SAFETY: both sets live on this frame; sigfillset initialises `all` before use, and
+    // `previous` is filled by the first call before the second reads it.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut previous: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
+        let spawned = spawn();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+        spawned
+    }
+}
+
 fn is_ignored(signal: libc::c_int) -> bool {
     // SAFETY: an all-zero sigaction is a valid value for sigaction to overwrite; a null
     // new action only reads the current one.
