@@ -1,13 +1,28 @@
-//! The one message type the reporting threads send to the loop that decides: the signal
-//! thread, the child watcher, the renewal thread and the subscription to release notices.
-//! Threads only report; `wait.rs` (while the lock is busy) and `supervise.rs` (while the
-//! command runs) receive, in the order things happened, and act.
+//! The one loop's inputs: the event type it handles, and `Events`, where it waits for the
+//! next one. A run's loop is its main thread: `wait.rs` runs it while the lock is busy,
+//! `supervise.rs` while the command runs. It polls, in one `ppoll`, the run's signals (a
+//! `signalfd`, `signals.rs`), which also say when the command exits or stops (SIGCHLD), and
+//! an eventfd on which the few threads a run may start (the renewal thread once the first
+//! renewal is due, a subscription's reader while waiting) say they have sent a report
+//! (`Reporter`). Deadlines (renewals due, the lease's end, `--kill-after`) are the poll's
+//! timeout. Nothing here decides: events come out in the order they are read, signals
+//! before reports.
 
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SendError, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::Notice;
+use anyhow::{Context, Result};
 
-/// What the reporting threads say.
+use crate::backend::Notice;
+use crate::process::{self, ChildChange};
+use crate::signals::Signals;
+
+/// What the loop hears.
 pub enum Event {
     /// A signal arrived; `from_terminal` when the terminal driver generated it.
     Signal {
@@ -15,7 +30,7 @@ pub enum Event {
         from_terminal: bool,
     },
     /// The command's first process exited (not yet reaped), by `at` at the latest: when
-    /// its watcher heard of it, which may be long after if this process was stopped.
+    /// the loop read its SIGCHLD, which may be long after if this process was stopped.
     ChildExited { at: Instant },
     /// A child of this process changed state (SIGCHLD): an orphan of the command's that
     /// came back to this process may wait to be reaped.
@@ -46,4 +61,284 @@ pub enum Loss {
     /// The guardian killed the command at the lease's end as it knew it, while this
     /// process could not act.
     Guardian,
+}
+
+/// Where the loop waits for its next event.
+pub struct Events {
+    signals: Signals,
+    /// Written to (a count) by a `Reporter` after each report.
+    wake: Arc<OwnedFd>,
+    reports: Receiver<Event>,
+    reporter: Sender<Event>,
+    /// Read from the descriptors, not handed out yet.
+    read: RefCell<VecDeque<Event>>,
+    /// The command's first process, until its exit has been reported.
+    child: Cell<Option<libc::pid_t>>,
+    /// Whether orphans are to be reaped as they die (redlock-run is PID 1).
+    orphans: bool,
+}
+
+/// A thread's way to report to the loop. Cloned for each thread.
+#[derive(Clone)]
+pub struct Reporter {
+    reports: Sender<Event>,
+    wake: Arc<OwnedFd>,
+}
+
+impl Reporter {
+    /// Reports `event` and wakes the loop. Fails only when the loop has ended.
+    pub fn send(&self, event: Event) -> Result<(), SendError<Event>> {
+        self.reports.send(event)?;
+        let one = 1u64;
+        // SAFETY: writes the 8 bytes of `one` to an eventfd this value keeps open. It cannot
+        // block (EFD_NONBLOCK) and cannot fail short of the counter's overflow, which only
+        // means the loop has plenty to wake for already.
+        unsafe {
+            libc::write(
+                self.wake.as_raw_fd(),
+                std::ptr::addr_of!(one).cast(),
+                std::mem::size_of::<u64>(),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Events {
+    /// The loop's inputs, with `signals` (see `signals::listen`). With `orphans` (PID 1),
+    /// each SIGCHLD is reported as `Event::ChildrenChanged` too.
+    pub fn new(signals: Signals, orphans: bool) -> Result<Events> {
+        // SAFETY: eventfd makes a new descriptor, whose ownership passes to the OwnedFd.
+        let wake = unsafe {
+            let fd = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            if fd < 0 {
+                return Err(io::Error::last_os_error()).context("cannot make an eventfd");
+            }
+            OwnedFd::from_raw_fd(fd)
+        };
+        let (reporter, reports) = mpsc::channel();
+        Ok(Events {
+            signals,
+            wake: Arc::new(wake),
+            reports,
+            reporter,
+            read: RefCell::default(),
+            child: Cell::new(None),
+            orphans,
+        })
+    }
+
+    /// For a thread that reports to the loop.
+    pub fn reporter(&self) -> Reporter {
+        Reporter {
+            reports: self.reporter.clone(),
+            wake: Arc::clone(&self.wake),
+        }
+    }
+
+    /// From now on, the exit (`Event::ChildExited`, once) and stops of the command's first
+    /// process `pid`, a child of this process, are events. A change before this call is
+    /// not lost: its SIGCHLD waits in the descriptor.
+    pub fn watch_child(&self, pid: libc::pid_t) {
+        self.child.set(Some(pid));
+    }
+
+    /// The next event, waiting at most `timeout` for it. Never `Disconnected`: the loop
+    /// keeps a sender of its own.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Event, RecvTimeoutError> {
+        self.next(Some(Instant::now() + timeout))
+            .ok_or(RecvTimeoutError::Timeout)
+    }
+
+    /// The next event, however long it takes.
+    pub fn recv(&self) -> Event {
+        loop {
+            if let Some(event) = self.next(None) {
+                return event;
+            }
+        }
+    }
+
+    /// The events that have come, without waiting.
+    pub fn try_iter(&self) -> impl Iterator<Item = Event> + '_ {
+        self.read_signals();
+        std::iter::from_fn(|| self.ready())
+    }
+
+    /// The reports threads have sent, without waiting and without a system call; signals
+    /// are left where they are.
+    pub fn reports(&self) -> impl Iterator<Item = Event> + '_ {
+        self.reports.try_iter()
+    }
+
+    fn ready(&self) -> Option<Event> {
+        let read = self.read.borrow_mut().pop_front();
+        read.or_else(|| self.reports.try_recv().ok())
+    }
+
+    /// The next event, or `None` once `deadline` has passed.
+    fn next(&self, deadline: Option<Instant>) -> Option<Event> {
+        loop {
+            if let Some(event) = self.ready() {
+                return Some(event);
+            }
+            let timeout = match deadline {
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    Some(left)
+                }
+                None => None,
+            };
+            let [signals, wake] = self.poll(timeout);
+            if signals {
+                self.read_signals();
+            }
+            if wake {
+                let mut count = 0u64;
+                // SAFETY: reads 8 bytes into `count` from the eventfd, which resets it; it
+                // cannot block (EFD_NONBLOCK).
+                unsafe {
+                    libc::read(
+                        self.wake.as_raw_fd(),
+                        std::ptr::addr_of_mut!(count).cast(),
+                        std::mem::size_of::<u64>(),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits until the signals' descriptor or the wake-up's is readable, or `timeout`.
+    fn poll(&self, timeout: Option<Duration>) -> [bool; 2] {
+        let mut fds = [self.signals.as_raw_fd(), self.wake.as_raw_fd()].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        let timespec = timeout.map(|left| libc::timespec {
+            tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(left.subsec_nanos()),
+        });
+        let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |timespec| {
+            timespec as *const libc::timespec
+        });
+        // SAFETY: `fds` and the timespec live on this frame; a null signal mask leaves the
+        // mask alone. An error (EINTR after a stop) is taken as a wake-up: the caller looks.
+        let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, timespec_ptr, std::ptr::null()) };
+        if ready <= 0 {
+            return [false, false];
+        }
+        fds.map(|fd| fd.revents != 0)
+    }
+
+    /// Turns the pending signals into events.
+    fn read_signals(&self) {
+        for received in self.signals.read() {
+            if received.signal != libc::SIGCHLD {
+                self.read.borrow_mut().push_back(Event::Signal {
+                    signal: received.signal,
+                    from_terminal: received.from_terminal,
+                });
+                continue;
+            }
+            if let Some(pid) = self.child.get() {
+                for change in process::changes(pid) {
+                    let event = match change {
+                        ChildChange::Stopped { signal } => Event::ChildStopped { signal },
+                        ChildChange::Exited => {
+                            self.child.set(None);
+                            Event::ChildExited { at: Instant::now() }
+                        }
+                    };
+                    self.read.borrow_mut().push_back(event);
+                }
+            }
+            if self.orphans {
+                self.read.borrow_mut().push_back(Event::ChildrenChanged);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals;
+
+    fn events() -> (Events, Vec<libc::c_int>) {
+        // Blocks the run's signals in this test's thread only.
+        let (signals, listened) = signals::listen().expect("a signalfd");
+        (Events::new(signals, false).expect("an eventfd"), listened)
+    }
+
+    #[test]
+    fn a_report_from_a_thread_wakes_the_loop() {
+        let (events, _) = events();
+        let reporter = events.reporter();
+        let started = Instant::now();
+        let thread = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(reporter.send(Event::ChildrenChanged).is_ok());
+        });
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(event, Ok(Event::ChildrenChanged)));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "woken, not timed out"
+        );
+        thread.join().unwrap();
+        // The wake-up was consumed with the report: nothing more comes.
+        assert!(events.try_iter().next().is_none());
+    }
+
+    #[test]
+    fn a_deadline_is_a_timeout() {
+        let (events, _) = events();
+        let started = Instant::now();
+        let event = events.recv_timeout(Duration::from_millis(30));
+        assert!(matches!(event, Err(RecvTimeoutError::Timeout)));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        assert!(matches!(
+            events.recv_timeout(Duration::ZERO),
+            Err(RecvTimeoutError::Timeout)
+        ));
+    }
+
+    #[test]
+    fn a_signal_is_an_event_with_its_origin() {
+        let (events, listened) = events();
+        // SIGUSR1, unless the caller of the tests ignores it.
+        let Some(&signal) = listened.iter().find(|&&s| s == libc::SIGUSR1) else {
+            return;
+        };
+        // SAFETY: a signal to this thread, which blocks it: it waits in the signalfd.
+        unsafe {
+            libc::pthread_kill(libc::pthread_self(), signal);
+        }
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(
+            matches!(
+                event,
+                Ok(Event::Signal {
+                    signal: got,
+                    from_terminal: false
+                }) if got == signal
+            ),
+            "sent by a process, not the terminal"
+        );
+        // Read before the reports: a signal and a report that came together.
+        events.reporter().send(Event::ChildrenChanged).ok();
+        // SAFETY: as above.
+        unsafe {
+            libc::pthread_kill(libc::pthread_self(), signal);
+        }
+        let order: Vec<Event> = events.try_iter().collect();
+        assert!(matches!(
+            order.as_slice(),
+            [Event::Signal { .. }, Event::ChildrenChanged]
+        ));
+    }
 }

@@ -1,5 +1,10 @@
 //! The watchdog: a thread that renews the lease on schedule while the command runs and
-//! reports each renewal, and a lost lock, to the supervising loop as events. It acts on
+//! reports each renewal, and a lost lock, to the supervising loop as events. The thread is
+//! started by the loop only when it is first needed (`Renewer::starts_at`: the first
+//! renewal, or the takeover listener's start), so that a command that ends sooner (a cron
+//! job's `true`, most of a CI step's checks) never has one: nothing but the lock is taken
+//! before the command starts. A renewal is a round trip that may take up to
+//! `--redis-timeout`, longer than the loop may take to react to a signal: hence a thread. It acts on
 //! nothing else: telling the guardian, or stopping the command, is the loop's part. It
 //! shares the backend with the main thread, which uses it again for the release once
 //! renewals have stopped, so one connection serves acquire, renew and release. The schedule
@@ -17,13 +22,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-
 use crate::backend::{
     cannot_subscribe, is_refused_by_acl, is_takeover_notice, LockBackend, Notice, Renewal,
     TakeoverListener,
 };
-use crate::event::{Event, Loss};
+use crate::event::{Event, Loss, Reporter};
 use crate::lease::{self, Lease};
 use crate::report;
 
@@ -39,81 +42,118 @@ const LISTEN_AFTER: Duration = Duration::from_millis(200);
 const RELISTEN_MIN: Duration = Duration::from_millis(100);
 const RELISTEN_MAX: Duration = Duration::from_secs(5);
 
-/// The renewal thread once it has a lease.
+/// How long to wait before trying again to start the renewal thread, if it could not be
+/// started (EAGAIN). Meanwhile the loop watches the lease's end itself, and ends the command
+/// as for a lost lock if the thread never starts.
+const START_RETRY: Duration = Duration::from_millis(100);
+
+/// The lease's watchdog: renews `lease` through the backend on a thread the loop starts
+/// when it is due (`start_if_due`).
 pub struct Renewer {
     /// Set, with the backend locked, once renewals are to stop.
     stopped: Arc<AtomicBool>,
     backend: SharedBackend,
+    /// Until the thread is started: what it is handed, and when it is due.
+    waiting: Option<(Handover, Instant)>,
 }
 
 pub type SharedBackend = Arc<Mutex<Box<dyn LockBackend>>>;
 
-/// A renewal thread started ahead of need (before the lock is even taken), so that starting
-/// it is off the path from taking the lock to starting the command, and cannot fail once
-/// the command runs. It waits for a lease; dropped unused, its thread ends.
-pub struct ReadyRenewer {
-    handover: Sender<Handover>,
-}
-
-/// What the renewal thread is handed once the lock is taken.
+/// What the renewal thread is handed when it starts.
 struct Handover {
     backend: SharedBackend,
     lease: Lease,
     stopped: Arc<AtomicBool>,
-}
-
-impl ReadyRenewer {
-    /// Renewals and a loss will be reported on `events`.
-    pub fn spawn(events: Sender<Event>) -> Result<ReadyRenewer> {
-        let (handover, handed) = mpsc::channel::<Handover>();
-        std::thread::Builder::new()
-            .name("renew".into())
-            .spawn(move || {
-                let Ok(handover) = handed.recv() else {
-                    return;
-                };
-                if let Some(loss) = renew_until_stopped(handover, &events) {
-                    let _ = events.send(Event::LockLost(loss));
-                }
-            })
-            .context("cannot start the renewal thread")?;
-        Ok(ReadyRenewer { handover })
-    }
-
-    /// Starts renewing `lease`, held through `backend`.
-    pub fn start(self, backend: Box<dyn LockBackend>, lease: Lease) -> Renewer {
-        let backend: SharedBackend = Arc::new(Mutex::new(backend));
-        let stopped = Arc::new(AtomicBool::new(false));
-        let _ = self.handover.send(Handover {
-            backend: Arc::clone(&backend),
-            lease,
-            stopped: Arc::clone(&stopped),
-        });
-        Renewer { stopped, backend }
-    }
+    /// When to listen for a takeover (`--replace`).
+    listen_at: Instant,
+    reporter: Reporter,
 }
 
 impl Renewer {
+    /// The watchdog of `lease`, held through `backend`; renewals and a loss will be reported
+    /// through `reporter`. No thread yet.
+    pub fn new(backend: Box<dyn LockBackend>, lease: Lease, reporter: Reporter) -> Renewer {
+        let backend: SharedBackend = Arc::new(Mutex::new(backend));
+        let stopped = Arc::new(AtomicBool::new(false));
+        let listen_at = Instant::now() + LISTEN_AFTER;
+        let due = lease.renewal_due().min(listen_at);
+        let handover = Handover {
+            backend: Arc::clone(&backend),
+            lease,
+            stopped: Arc::clone(&stopped),
+            listen_at,
+            reporter,
+        };
+        Renewer {
+            stopped,
+            backend,
+            waiting: Some((handover, due)),
+        }
+    }
+
+    /// When the loop is to start the thread (`start_if_due`); `None` once it has.
+    pub fn starts_at(&self) -> Option<Instant> {
+        self.waiting.as_ref().map(|(_, at)| *at)
+    }
+
+    /// Starts the thread if it is due. If it cannot be started, says so and tries again
+    /// shortly: the lease's end is watched by the loop all the same.
+    pub fn start_if_due(&mut self, now: Instant) {
+        if self.starts_at().is_none_or(|at| now < at) {
+            return;
+        }
+        let Some((handover, _)) = self.waiting.take() else {
+            return;
+        };
+        // A thread that cannot be made drops its closure: the handover is kept here too, so
+        // that it can be taken back and the start tried again.
+        let slot = Arc::new(Mutex::new(Some(handover)));
+        let theirs = Arc::clone(&slot);
+        let started = std::thread::Builder::new()
+            .name("renew".into())
+            .spawn(move || {
+                let handover = theirs.lock().ok().and_then(|mut slot| slot.take());
+                if let Some(handover) = handover {
+                    let reporter = handover.reporter.clone();
+                    if let Some(loss) = renew_until_stopped(handover, &reporter) {
+                        let _ = reporter.send(Event::LockLost(loss));
+                    }
+                }
+            });
+        if let Err(err) = started {
+            report::warn(format_args!(
+                "cannot start the renewal thread ({err}); trying again in {}",
+                report::duration(START_RETRY)
+            ));
+            let handover = slot.lock().ok().and_then(|mut slot| slot.take());
+            self.waiting = handover.map(|handover| (handover, now + START_RETRY));
+        }
+    }
+
     /// Stops renewing and hands over the backend for the release. A renewal in flight
     /// finishes first, and its event is sent before this returns; none starts after. The
-    /// thread is neither waited for nor woken: this is on the path from the command's exit
-    /// to the release, which a waiter is waiting on, and a thread woken there competes with
-    /// the release for the CPUs. It ends when its next renewal comes due, or with the
-    /// process.
+    /// thread, if it was started, is neither waited for nor woken: this is on the path from
+    /// the command's exit to the release, which a waiter is waiting on, and a thread woken
+    /// there competes with the release for the CPUs. It ends when its next renewal comes
+    /// due, or with the process.
     pub fn stop(self) -> SharedBackend {
         let backend = lock_backend(&self.backend);
         self.stopped.store(true, Ordering::Relaxed);
         drop(backend);
+        // Never started: its share of the backend goes with the handover.
+        drop(self.waiting);
         self.backend
     }
 }
 
 /// Renews on schedule until stopped (`None`) or until the lock is lost (`Some`).
-fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Loss> {
+fn renew_until_stopped(handover: Handover, events: &Reporter) -> Option<Loss> {
     let Handover {
         backend,
         mut lease,
         stopped,
+        listen_at,
+        reporter: _,
     } = handover;
     let mut failures = 0u32;
     let mut last_error = String::from("no renewal was answered");
@@ -122,7 +162,7 @@ fn renew_until_stopped(handover: Handover, events: &Sender<Event>) -> Option<Los
     // decides (with Redlock, a majority of the nodes), and it is also the fallback for a
     // notice that never came.
     let (poke, poked) = mpsc::channel::<()>();
-    let mut listen_at = Some(Instant::now() + LISTEN_AFTER);
+    let mut listen_at = Some(listen_at);
     let mut listening: Option<Listening> = None;
     let mut replace_told = false;
     loop {

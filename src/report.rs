@@ -276,15 +276,19 @@ impl StderrWriter {
         let (lines, queue) = mpsc::sync_channel::<Vec<u8>>(WAITING_LINES);
         let pending = Arc::new(AtomicUsize::new(0));
         let written = Arc::clone(&pending);
-        std::thread::Builder::new()
-            .name("stderr".into())
-            .spawn(move || {
-                for line in queue {
-                    let _ = std::io::stderr().lock().write_all(&line);
-                    written.fetch_sub(1, Ordering::SeqCst);
-                }
-            })
-            .ok()?;
+        // Possibly before a run's signals are blocked (a warning about the configuration):
+        // this thread takes none.
+        crate::signals::spawn_deaf(|| {
+            std::thread::Builder::new()
+                .name("stderr".into())
+                .spawn(move || {
+                    for line in queue {
+                        let _ = std::io::stderr().lock().write_all(&line);
+                        written.fetch_sub(1, Ordering::SeqCst);
+                    }
+                })
+        })
+        .ok()?;
         Some(StderrWriter { lines, pending })
     }
 

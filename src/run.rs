@@ -4,20 +4,19 @@
 //! is ours, and the lock is released only once the command's whole process group is gone.
 
 use std::io::IsTerminal;
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use crate::backend::{self, is_try_later, Attempt, HoldEnd, LockBackend, Released};
 use crate::config::{Config, Wait};
-use crate::event::Event;
+use crate::event::{Event, Events};
 use crate::exit::{self, Outcome};
 use crate::holder::{self, Blocker};
 use crate::lease::{self, Lease};
 use crate::ping::{self, End, Pinger};
 use crate::process::{self, Guardian, ReadyGuardian, SpawnError};
-use crate::renew::{self, ReadyRenewer};
+use crate::renew::{self, Renewer};
 use crate::supervise::{self, Ending, Supervised};
 use crate::wait::{self, WaitPlan, Waited};
 use crate::{report, signals};
@@ -232,8 +231,7 @@ impl Ran {
 /// then the command on a lease that still holds; and once the command's whole process
 /// group is gone (or it never started), the one release.
 fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
-    let (events_tx, events) = mpsc::channel();
-    let mut prepared = match prepare(config, &events_tx)? {
+    let mut prepared = match prepare(config)? {
         Ok(prepared) => prepared,
         Err(outcome) => return Ok(outcome),
     };
@@ -245,7 +243,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         config.key,
         backend.describe()
     ));
-    let held = match acquire(backend, config, &events_tx, &events, &mut record.skip)? {
+    let held = match acquire(backend, config, &prepared.events, &mut record.skip)? {
         Acquisition::Held(held) => held,
         Acquisition::Ended(outcome) => return Ok(outcome),
     };
@@ -257,13 +255,14 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     );
     let env = command_env(config, token, held.fence);
     let mut lease = config.timing.lease_from(held.sent_at);
-    let renewer = prepared.renewer.start(held.backend, lease);
+    let events = &prepared.events;
+    let mut renewer = Renewer::new(held.backend, lease, events.reporter());
 
     // From here to the release, nothing returns: every way out goes through it.
     let ran = 'command: {
         // A signal that came while the lock was being taken stops us before the command
         // starts; whatever the release finds, no command ran on the lock.
-        if let Some(signal) = pending_signal(&events) {
+        if let Some(signal) = pending_signal(events) {
             break 'command Ran::NotStarted(Outcome::Interrupted { signal });
         }
         let ready_guardian = ready_guardian(held.guardian, config);
@@ -280,7 +279,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
             Ok(child) => child,
             Err(err) => break 'command Ran::NotStarted(cannot_run(config, err)),
         };
-        let _ = prepared.child_pid.send(child.pid());
+        events.watch_child(child.pid());
         record.command_started(child.pid());
         // A renewal that finished since the command's process named its lease reaches the
         // guardian through the supervisor.
@@ -288,7 +287,8 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         let supervised = supervise::supervise(
             &mut child,
             guardian.as_ref(),
-            &events,
+            events,
+            &mut renewer,
             &mut lease,
             &config.key,
             limits(config),
@@ -302,7 +302,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
 
     // The one release: the command's whole process group is gone, or it never started.
     let backend = renewer.stop();
-    supervise::catch_up(&events, &mut lease);
+    supervise::catch_up(events, &mut lease);
     let found = end_hold(&mut **renew::lock_backend(&backend), config, &lease, &ran);
     record.released = Some(Instant::now());
     record.renewals = lease.renewals();
@@ -314,38 +314,33 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
 
 /// What a run readies before it asks for the lock.
 struct Prepared {
-    /// Tells the child watcher which process is the command.
-    child_pid: Sender<libc::pid_t>,
-    renewer: ReadyRenewer,
+    /// The loop's inputs: the run's signals, the command's exit, the threads' reports.
+    events: Events,
     command: process::Command,
 }
 
-/// Readies the run before the lock is asked for: the signal handlers, the threads, and the
+/// Readies the run before the lock is asked for: its signals, the loop's inputs, and the
 /// command (its argv, PATH candidates and environment), so that a run that waits has them
-/// ready when the lock comes free. `Ok(Err(outcome))`: the command cannot be run.
-fn prepare(config: &Config, events_tx: &Sender<Event>) -> Result<Result<Prepared, Outcome>> {
-    // Before the signal handlers: it resets SIGCHLD's disposition, which `listen` then
-    // handles.
+/// ready when the lock comes free. No thread: the renewal thread starts when the first
+/// renewal is due, and the command's exit is a SIGCHLD. `Ok(Err(outcome))`: the command
+/// cannot be run.
+fn prepare(config: &Config) -> Result<Result<Prepared, Outcome>> {
+    // First, on the main thread before any other: the run's signals are blocked in every
+    // thread from here on, and wait in the loop's descriptor, so that none is missed.
+    let (signals, _forwarded) = signals::listen()?;
+    // Before anything can make a child: SIGCHLD must be at its default.
     process::prepare();
-    // Next, so that a signal arriving from here on is never lost.
-    let forwarded = signals::listen(events_tx.clone(), process::is_init())?;
-    // Every thread the run needs starts now: before the lock is taken, so that starting them
-    // is off the path to the command, and before the command, which a failure to start one
-    // would leave unwatched or unrenewed.
-    let child_pid = process::watcher(events_tx.clone())?;
-    let renewer = ReadyRenewer::spawn(events_tx.clone())?;
+    let events = Events::new(signals, process::is_init())?;
     let left_out: Vec<&str> = RUN_VARIABLES
         .iter()
         .chain(&config.hidden_env)
         .copied()
         .collect();
     Ok(
-        match process::command(&config.command, &left_out, &forwarded) {
-            Ok(command) => Ok(Prepared {
-                child_pid,
-                renewer,
-                command,
-            }),
+        // No handler to reset in the command: the run's signals have none (they are read
+        // from a signalfd), only a blocked mask, which the command's process clears.
+        match process::command(&config.command, &left_out, &[]) {
+            Ok(command) => Ok(Prepared { events, command }),
             Err(err) => Err(cannot_run(config, err)),
         },
     )
@@ -503,8 +498,7 @@ fn cannot_run(config: &Config, err: SpawnError) -> Outcome {
 fn acquire(
     mut backend: Box<dyn LockBackend>,
     config: &Config,
-    events_tx: &Sender<Event>,
-    events: &Receiver<Event>,
+    events: &Events,
     skip: &mut Option<Skip>,
 ) -> Result<Acquisition> {
     let started = Instant::now();
@@ -535,9 +529,8 @@ fn acquire(
                 redis_timeout: config.redis_timeout,
                 takeover: config.replace,
             };
-            let waited =
-                wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events_tx, events)
-                    .with_context(|| format!("cannot wait for {}", config.key));
+            let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events)
+                .with_context(|| format!("cannot wait for {}", config.key));
             Took::Ended(waited)
         }
     };
@@ -763,7 +756,7 @@ fn not_acquired_outcome(config: &Config) -> Outcome {
 
 /// The first signal waiting in the queue, if any; other events are dropped (none can be
 /// pending before the command starts).
-fn pending_signal(events: &Receiver<Event>) -> Option<libc::c_int> {
+fn pending_signal(events: &Events) -> Option<libc::c_int> {
     events.try_iter().find_map(|event| match event {
         Event::Signal { signal, .. } => Some(signal),
         _ => None,

@@ -1,8 +1,21 @@
-//! The one loop that decides, while the command runs. Threads only report (`Event`): the
-//! signal thread, the child watcher, the renewal thread. This loop forwards signals, keeps
-//! the lease's end (and tells the guardian each new one), reacts to a lost lock or an ended
-//! `--max-runtime` by terminating the command, and returns once the command and everything
-//! left in its process group are gone. It never talks to Redis.
+//! The one loop that decides, while the command runs, on the main thread: it waits on the
+//! run's `Events` (signals, the command's exit and stops, the renewal thread's reports) with
+//! its next deadline as the timeout, and acts on each, as this table says. It never talks to
+//! Redis.
+//!
+//! | event                                   | action                                                |
+//! |-----------------------------------------|-------------------------------------------------------|
+//! | a forwarded signal (`Signal`)           | passed on to the command's group (see `signals.rs`), with `--stop-timeout` its budget started |
+//! | the command stopped (`ChildStopped`)    | with the terminal lent: stop too, and on `fg` resume it if the lease still holds |
+//! | the command's first process exited (`ChildExited`) | reap it, end what it left in its group, wait for that under the lease |
+//! | SIGCHLD as PID 1 (`ChildrenChanged`)    | reap the orphans that died                            |
+//! | a renewal (`Renewed`)                   | the lease's end moves; the guardian is told          |
+//! | a lost lock (`LockLost`)                | terminate the command (SIGTERM, SIGKILL by the lease's end) |
+//! | a takeover asked for (`ReplaceRequested`) | terminate the command as for `--max-runtime`       |
+//! | deadline: the renewal thread is due     | start it (`Renewer::start_if_due`)                    |
+//! | deadline: the lease's end (give-up time) | the lock is lost, unless the command ended in time   |
+//! | deadline: `--max-runtime`, `--kill-after`, `--stop-timeout` | SIGTERM, then SIGKILL            |
+//! | deadline: a look at what the command left | returns once its group is gone                     |
 //!
 //! Processes the command leaves in its group are waited out by this same loop, so the lease
 //! is kept and watched (and the guardian told) meanwhile. Those that run as another user
@@ -30,15 +43,16 @@
 
 use std::io;
 use std::process::ExitStatus;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
 use crate::backend::Key;
-use crate::event::{Event, Loss};
+use crate::event::{Event, Events, Loss};
 use crate::lease::{self, Lease};
 use crate::process::{Child, Group, Guardian};
+use crate::renew::Renewer;
 use crate::report;
 use crate::signals;
 
@@ -87,11 +101,13 @@ pub struct Limits {
 }
 
 /// Supervises `child` until it and its process group are gone, keeping `lease` up to date
-/// with the renewals reported and `guardian` told of each.
+/// with the renewals reported and `guardian` told of each; starts `renewer`'s thread when it
+/// is due.
 pub fn supervise(
     child: &mut Child,
     guardian: Option<&Guardian>,
-    events: &Receiver<Event>,
+    events: &Events,
+    renewer: &mut Renewer,
     lease: &mut Lease,
     key: &Key,
     limits: Limits,
@@ -99,6 +115,7 @@ pub fn supervise(
     let mut state = Supervisor {
         child,
         guardian,
+        renewer,
         lease,
         key,
         limits,
@@ -116,10 +133,11 @@ pub fn supervise(
         let event = match state.next_timer() {
             Some(at) => match events.recv_timeout(at.saturating_duration_since(Instant::now())) {
                 Ok(event) => Some(event),
-                Err(RecvTimeoutError::Timeout) => state.timer_fired(Instant::now()),
-                Err(RecvTimeoutError::Disconnected) => unreachable_disconnect()?,
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
+                    state.timer_fired(Instant::now())
+                }
             },
-            None => Some(events.recv().or_else(|_| unreachable_disconnect())?),
+            None => Some(events.recv()),
         };
         if let Some(event) = event {
             // A deadline that passed before this event was heard is acted on first, so that
@@ -148,8 +166,8 @@ pub fn supervise(
 /// After the renewal thread has stopped: takes the renewals it reported after the loop
 /// ended, so that `lease` is as the last successful renewal left it. Other events are of no
 /// use any more.
-pub fn catch_up(events: &Receiver<Event>, lease: &mut Lease) {
-    for event in events.try_iter() {
+pub fn catch_up(events: &Events, lease: &mut Lease) {
+    for event in events.reports() {
         if let Event::Renewed { valid_until } = event {
             lease.renewed_until(valid_until);
         }
@@ -160,6 +178,7 @@ pub fn catch_up(events: &Receiver<Event>, lease: &mut Lease) {
 struct Supervisor<'a> {
     child: &'a mut Child,
     guardian: Option<&'a Guardian>,
+    renewer: &'a mut Renewer,
     lease: &'a mut Lease,
     key: &'a Key,
     limits: Limits,
@@ -191,10 +210,11 @@ struct Reaped {
 }
 
 impl Supervisor<'_> {
-    /// The soonest deadline: SIGKILL due, --max-runtime, or the lease's own end; and while
-    /// processes the command left are ended, the next look at its group. The renewal
-    /// thread reports a loss itself, but it may be stuck in a slow read; the lease is watched
-    /// here as well, so that nothing in Redis I/O can delay the command's termination.
+    /// The soonest deadline: SIGKILL due, --max-runtime, the renewal thread's start, or the
+    /// lease's own end; and while processes the command left are ended, the next look at its
+    /// group. The renewal thread reports a loss itself, but it may be stuck in a slow read
+    /// (or not started); the lease is watched here as well, so that nothing in Redis I/O can
+    /// delay the command's termination.
     fn next_timer(&self) -> Option<Instant> {
         // Once the command has ended, its lease has nothing more to protect, unless it left
         // processes in its group (they are waited for under the lease).
@@ -215,6 +235,7 @@ impl Supervisor<'_> {
             self.runtime_ends,
             lease_ends,
             look,
+            self.renewer.starts_at(),
         ]
         .into_iter()
         .flatten()
@@ -224,6 +245,7 @@ impl Supervisor<'_> {
     /// Acts on whichever deadline has passed; a lease that ran out becomes a `LockLost`,
     /// unless the command had ended while it surely held.
     fn timer_fired(&mut self, now: Instant) -> Option<Event> {
+        self.renewer.start_if_due(now);
         let lease_due = self.ending != Ending::LockLost && now >= self.lease.give_up_at();
         if lease_due && !self.ended_in_time(now) {
             let valid_until = self.lease.valid_until();
@@ -294,8 +316,8 @@ impl Supervisor<'_> {
     /// received and forwarded), is left to that: the first reason to end it decides the
     /// exit status. A stop signal that comes after still starts `--stop-timeout`'s budget.
     fn replace_requested(&mut self, by: &[u8]) {
-        // A command that has exited, its exit not heard yet (the child watcher's report and
-        // the renewal thread's race), ended on its own: asked of the kernel, as for
+        // A command that has exited, its exit not heard yet (its SIGCHLD and the renewal
+        // thread's report race), ended on its own: asked of the kernel, as for
         // `--max-runtime`, so that a takeover that comes just after a success leaves it a
         // success (exit 0, its `--once` work recorded), and the replacing run finds it so.
         if self.ended_by.is_none() && self.reaped.is_none() && self.child.has_exited() {
@@ -482,7 +504,7 @@ impl Supervisor<'_> {
     }
 
     /// Whether the command ended while the lease surely held: its first process (asked of
-    /// the kernel too, as its watcher's report may come late after a stop), and nothing it
+    /// the kernel too, as its SIGCHLD may be read late after a stop), and nothing it
     /// left in its group, which is waited for under the lease once the first is reaped.
     fn ended_in_time(&mut self, now: Instant) -> bool {
         if self.reaped.is_some() {
@@ -680,9 +702,4 @@ fn told(signal: libc::c_int, sent: io::Result<()>) {
         "cannot send {} to the command's process group: {err}{why}",
         signals::name(signal)
     ));
-}
-
-/// The signal thread holds a sender for the whole run, so the channel cannot close.
-fn unreachable_disconnect<T>() -> Result<T> {
-    anyhow::bail!("internal error: the event channel closed")
 }

@@ -26,23 +26,24 @@
 //! subscription, a signal). Its pacing rules above, which decide when the next attempt is
 //! due, are `Pacing`: it reads no clock and talks to no Redis, and each rule has a test.
 //!
-//! It runs on the main thread and listens on the same event channel as the supervisor, so a
-//! signal and a release notice are heard in the order they came; an attempt in flight when a
+//! It is the run's loop while the lock is busy: on the main thread, it waits on the same
+//! `Events` as the supervisor (signals, and release notices that the subscription's reader
+//! reports), a signal read before a notice that came with it; an attempt in flight when a
 //! signal arrives finishes first, and `run.rs` releases a lock that was taken that way. It
 //! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
 //! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::backend::{
     cannot_subscribe, is_refused_by_acl, is_transient, Attempt, Holder, Key, LockBackend, Notice,
     Subscription,
 };
-use crate::event::Event;
+use crate::event::{Event, Events};
 use crate::holder::Blocker;
 use crate::report;
 
@@ -143,10 +144,9 @@ pub fn wait_for_lock(
     key: &Key,
     plan: WaitPlan,
     blocker: Option<Blocker>,
-    events_tx: &Sender<Event>,
-    events: &Receiver<Event>,
+    events: &Events,
 ) -> Result<Waited> {
-    let mut waiter = Waiter::new(backend, key, plan, blocker, events_tx);
+    let mut waiter = Waiter::new(backend, key, plan, blocker, events);
     loop {
         if let Some(waited) = waiter.over(Instant::now()) {
             return Ok(waited);
@@ -169,8 +169,7 @@ pub fn wait_for_lock(
                     return Ok(waited);
                 }
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => bail!("internal error: event channel closed"),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
         }
     }
 }
@@ -192,7 +191,7 @@ struct Waiter<'a> {
     /// try and no memory, not one try and one queued event each; a notice that comes after
     /// the waiter took the pending one sends a new one, so none goes unanswered.
     pending: Arc<Mutex<Option<String>>>,
-    events_tx: &'a Sender<Event>,
+    events: &'a Events,
 }
 
 impl<'a> Waiter<'a> {
@@ -201,7 +200,7 @@ impl<'a> Waiter<'a> {
         key: &'a Key,
         plan: WaitPlan,
         blocker: Option<Blocker>,
-        events_tx: &'a Sender<Event>,
+        events: &'a Events,
     ) -> Waiter<'a> {
         let started = Instant::now();
         Waiter {
@@ -212,7 +211,7 @@ impl<'a> Waiter<'a> {
             listening: Listening::Not,
             last_failure: None,
             pending: Arc::default(),
-            events_tx,
+            events,
         }
     }
 
@@ -230,7 +229,7 @@ impl<'a> Waiter<'a> {
     /// Subscribes to release notices; without the right to, or a server without
     /// `SUBSCRIBE`, polls instead.
     fn listen(&mut self) -> Result<()> {
-        let notices = self.events_tx.clone();
+        let notices = self.events.reporter();
         let latest = Arc::clone(&self.pending);
         let forward = Box::new(move |notice| match notice {
             Notice::Released { by } => {

@@ -768,10 +768,14 @@ fn read_password(file: &std::path::Path) -> Result<Password> {
         let (sent, received) = std::sync::mpsc::channel();
         // A reader that may block for ever (in `open` or `read`) on a thread of its own: on
         // timeout the run ends with an error, and the thread with the process.
-        std::thread::Builder::new()
-            .name("password-file".into())
-            .spawn(move || sent.send(first_line(&owned)))
-            .with_context(|| format!("cannot read the --password-file {shown}"))?;
+        // Before the run's signals are blocked, and it may outlive the run's start: it
+        // takes no signal (see `signals::spawn_deaf`).
+        crate::signals::spawn_deaf(|| {
+            std::thread::Builder::new()
+                .name("password-file".into())
+                .spawn(move || sent.send(first_line(&owned)))
+        })
+        .with_context(|| format!("cannot read the --password-file {shown}"))?;
         received.recv_timeout(PASSWORD_PIPE_TIMEOUT).map_err(|_| {
             anyhow::anyhow!(
                 "cannot read the --password-file {shown}: nothing came from it within {} \

@@ -23,14 +23,10 @@
 use std::io;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
-use std::sync::mpsc::Sender;
 use std::time::Instant;
-
-use anyhow::{Context, Result};
 
 use super::guardian::ReadyGuardian;
 use super::launch::{self, Prepared, StartError};
-use crate::event::Event;
 
 /// What is left of the command's process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,22 +72,6 @@ pub fn prepare() {
 /// orphan in it comes back to this process, which must reap them.
 pub fn is_init() -> bool {
     std::process::id() == 1
-}
-
-/// Starts the thread that will report the command's exit and stops as events; it waits for
-/// the command's pid on the returned sender (and ends if it is dropped unsent). Started
-/// before the command, so that the command never runs unwatched.
-pub fn watcher(events: Sender<Event>) -> Result<Sender<libc::pid_t>> {
-    let (pid_tx, pid_rx) = std::sync::mpsc::channel();
-    std::thread::Builder::new()
-        .name("child-watch".into())
-        .spawn(move || {
-            if let Ok(pid) = pid_rx.recv() {
-                watch(pid, &events);
-            }
-        })
-        .context("cannot start the child-watch thread")?;
-    Ok(pid_tx)
 }
 
 /// Starts the prepared command in a new process group with `env` added, unless the lease
@@ -202,7 +182,7 @@ impl Child {
         let _ = self.signal_group(libc::SIGCONT);
     }
 
-    /// Collects the exit status of the command, which `watch` has seen exit.
+    /// Collects the exit status of the command, which `changes` has seen exit.
     pub fn reap(&mut self) -> io::Result<ExitStatus> {
         let mut status: libc::c_int = 0;
         loop {
@@ -229,7 +209,7 @@ impl Child {
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
             // Looked at without reaping first: the child found may be the command's first
             // process, which must stay unreaped for `reap`. Stops are not asked for, so the
-            // watcher still hears of them.
+            // loop still hears of them (`changes`).
             // SAFETY: `info` is a valid place for waitid to write to.
             let rc = unsafe {
                 libc::waitid(
@@ -303,8 +283,19 @@ impl Child {
     }
 }
 
-/// Waits for the command's state changes and reports them; ends when it has exited.
-fn watch(pid: libc::pid_t, events: &Sender<Event>) {
+/// A change of the command's first process, as its SIGCHLD announced it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChildChange {
+    /// Stopped, by `signal` (Ctrl-Z: SIGTSTP); the stop is consumed.
+    Stopped { signal: libc::c_int },
+    /// Exited (left unreaped, for `Child::reap`), or nothing is left to watch.
+    Exited,
+}
+
+/// What became of `pid` since it was last asked, without waiting: its stops, then its exit.
+/// Called on each SIGCHLD (which is also sent for other children: then it finds nothing).
+pub fn changes(pid: libc::pid_t) -> Vec<ChildChange> {
+    let mut changes = Vec::new();
     loop {
         // SAFETY: an all-zero siginfo_t is a valid value for waitid to overwrite.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -314,7 +305,7 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
                 libc::P_PID,
                 pid as libc::id_t,
                 &mut info,
-                libc::WEXITED | libc::WSTOPPED | libc::WNOWAIT,
+                libc::WEXITED | libc::WSTOPPED | libc::WNOHANG | libc::WNOWAIT,
             )
         };
         if rc != 0 {
@@ -322,31 +313,32 @@ fn watch(pid: libc::pid_t, events: &Sender<Event>) {
                 continue;
             }
             // ECHILD: nothing left to watch; report an exit so the supervisor reaps.
-            let _ = events.send(Event::ChildExited { at: Instant::now() });
-            return;
+            changes.push(ChildChange::Exited);
+            return changes;
         }
-        if info.si_code == libc::CLD_STOPPED {
-            // SAFETY: for CLD_STOPPED, si_status holds the stopping signal.
-            let signal = unsafe { info.si_status() };
-            // Consume the stop (WNOWAIT left it pending), keep watching for the exit.
-            // SAFETY: as above.
-            let mut consumed: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: as above.
-            unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    pid as libc::id_t,
-                    &mut consumed,
-                    libc::WSTOPPED | libc::WNOHANG,
-                );
-            }
-            if events.send(Event::ChildStopped { signal }).is_err() {
-                return;
-            }
-            continue;
+        // SAFETY: si_pid is set by waitid, and left 0 when no child has changed state.
+        if unsafe { info.si_pid() } != pid {
+            return changes;
         }
-        let _ = events.send(Event::ChildExited { at: Instant::now() });
-        return;
+        if info.si_code != libc::CLD_STOPPED {
+            changes.push(ChildChange::Exited);
+            return changes;
+        }
+        // SAFETY: for CLD_STOPPED, si_status holds the stopping signal.
+        let signal = unsafe { info.si_status() };
+        // Consume the stop (WNOWAIT left it pending), and look again for an exit.
+        // SAFETY: as above.
+        let mut consumed: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut consumed,
+                libc::WSTOPPED | libc::WNOHANG,
+            );
+        }
+        changes.push(ChildChange::Stopped { signal });
     }
 }
 

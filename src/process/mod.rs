@@ -1,5 +1,5 @@
 //! Everything that touches processes, behind one small facade: readying this process to
-//! supervise (`prepare`), starting the command (`Command`, `spawn`), watching it (`watcher`),
+//! supervise (`prepare`), starting the command (`Command`, `spawn`), watching it (`changes`, on SIGCHLD),
 //! signalling and reaping it (`Child`), and the guardian that ends it if redlock-run cannot
 //! (`Guardian`), and keeping this process's secrets to itself (`protect_secrets`). Nothing
 //! here knows about locks or Redis: the lease's end reaches the
@@ -11,7 +11,7 @@ mod guardian;
 mod launch;
 mod secrets;
 
-pub use child::{is_init, prepare, spawn, watcher, Child, Group, SpawnError};
+pub use child::{changes, is_init, prepare, spawn, Child, ChildChange, Group, SpawnError};
 pub use guardian::{Guardian, ReadyGuardian};
 pub use launch::Prepared as Command;
 pub use secrets::protect as protect_secrets;

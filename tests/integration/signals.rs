@@ -85,6 +85,30 @@ fn sigquit_is_forwarded_once() {
     check_forwarded(libc::SIGQUIT, "QUIT", 15);
 }
 
+/// A warning said before the run's signals are blocked (a password typed on the command
+/// line) starts the thread that writes stderr early: it must not take a SIGTERM meant for
+/// the command, which would end redlock-run by the signal's default action, unforwarded.
+#[test]
+fn sigterm_is_forwarded_after_an_early_warning() {
+    let server = RedisServer::start_with_password("s3cret");
+    let dir = TempDir::new("fwd-early-warning");
+    let script = trapping_script(&dir);
+    let mut wrapper = Wrapper::bare()
+        .args(["-r", &server.url(), "-k", "fwd", "--"])
+        .arg(script)
+        .spawn();
+    wrapper.wait_for_file(&dir.join("ready"), Duration::from_secs(15));
+    wrapper.signal(libc::SIGTERM);
+    let out = wrapper.wait_within(Duration::from_secs(15));
+    out.assert_code(10);
+    assert!(
+        out.stderr.contains("password given on the command line"),
+        "the early warning: {}",
+        out.stderr
+    );
+    assert_eq!(dir.read("signals"), "TERM", "signals the command received");
+}
+
 /// A command that does not handle SIGTERM dies of it, and the wrapper reports 143.
 #[test]
 fn command_dying_of_forwarded_sigterm_gives_143() {
