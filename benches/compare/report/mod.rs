@@ -316,7 +316,9 @@ impl Report<'_> {
         let _ = writeln!(o, "notes:");
         let _ = writeln!(
             o,
-            "- redlock-run is the build the packages ship (musl unless --target or              --redlock-bin said otherwise), and the targets are judged on it; the glibc              build column, when shown, ran in the same run, interleaved with it"
+            "- redlock-run is the build the packages ship (musl unless --target or \
+             --redlock-bin said otherwise), and the targets are judged on it; the glibc \
+             build column, when shown, ran in the same run, interleaved with it"
         );
         let _ = writeln!(
             o,
