@@ -11,10 +11,11 @@ use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
 use redlock_run::{report, run};
 
-/// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
+/// On musl, dlmalloc rather than musl's allocator (see Cargo.toml), over memory that the
+/// guardian's `fork` leaves out (see `process/guardian.rs`).
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOCATOR: redlock_run::Heap = redlock_run::Heap::new();
 
 fn main() -> ExitCode {
     outcome().exit()
