@@ -33,7 +33,3 @@ mod renew;
 mod signals;
 mod supervise;
 mod wait;
-
-/// The musl build's global allocator, declared in `main.rs` (see `process/guardian.rs`).
-#[cfg(target_env = "musl")]
-pub use process::Heap;

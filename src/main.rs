@@ -11,11 +11,10 @@ use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
 use redlock_run::{report, run};
 
-/// On musl, dlmalloc rather than musl's allocator (see Cargo.toml), over memory that the
-/// guardian's `fork` leaves out (see `process/guardian.rs`).
+/// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
 #[cfg(target_env = "musl")]
 #[global_allocator]
-static ALLOCATOR: redlock_run::Heap = redlock_run::Heap::new();
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
     outcome().exit()

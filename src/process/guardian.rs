@@ -32,12 +32,6 @@
 //! the guardian stays, though its signals cannot reach it. Forked from a
 //! process with threads, it calls only async-signal-safe functions and allocates nothing.
 //!
-//! The heap is not the guardian's: in the musl build, which the packages ship, every region
-//! the allocator maps is marked `MADV_DONTFORK` ([`Heap`]), so the `fork` copies no page
-//! table of it and redlock-run's writes to it afterwards are no copy-on-write faults. The
-//! guardian allocates nothing and reads nothing allocated (its pipe and group are integers,
-//! its notes on their own page, its stack the forking thread's), so it never misses it.
-//!
 //! It is a `fork`, with memory of its own, on purpose. A `clone` sharing our memory saved
 //! 0.2 ms of CPU per run, but the kernel's OOM killer kills every process that shares its
 //! victim's memory, and before Linux 5.16 so does a core dump: the guardian would die with
@@ -47,8 +41,6 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-#[cfg(target_env = "musl")]
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use super::clock::{instant_at, monotonic_ns, now_ns};
@@ -500,137 +492,6 @@ fn gone(group: libc::pid_t) -> bool {
     unsafe { libc::kill(-group, 0) != 0 && errno() != libc::EPERM }
 }
 
-/// The global allocator of the musl build: dlmalloc, as `dlmalloc::GlobalDlmalloc` is, over
-/// memory the guardian's `fork` leaves out (see the module's doc). Measured with
-/// `perf stat -r 50` on `redlock-run -- true`: 157 -> 139 page faults in redlock-run's main
-/// thread.
-#[cfg(target_env = "musl")]
-pub struct Heap(Mutex<Dlmalloc>);
-
-#[cfg(target_env = "musl")]
-struct Dlmalloc(dlmalloc::Dlmalloc<NotInherited>);
-
-// SAFETY: the allocator's state is only ever used under the mutex; its pointers are to
-// memory of the whole process, valid on any thread.
-#[cfg(target_env = "musl")]
-unsafe impl Send for Dlmalloc {}
-
-#[cfg(target_env = "musl")]
-impl Heap {
-    pub const fn new() -> Heap {
-        Heap(Mutex::new(Dlmalloc(
-            dlmalloc::Dlmalloc::new_with_allocator(NotInherited),
-        )))
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut dlmalloc::Dlmalloc<NotInherited>) -> T) -> T {
-        // No panic can happen under the lock (dlmalloc's own code has none): poisoning is
-        // not a state to stop on.
-        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner).0)
-    }
-}
-
-#[cfg(target_env = "musl")]
-impl Default for Heap {
-    fn default() -> Heap {
-        Heap::new()
-    }
-}
-
-// SAFETY: each call passes on the layout the caller gave, to dlmalloc, whose contract is
-// GlobalAlloc's.
-#[cfg(target_env = "musl")]
-unsafe impl std::alloc::GlobalAlloc for Heap {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        // SAFETY: the caller's layout, as GlobalAlloc requires.
-        self.with(|heap| unsafe { heap.malloc(layout.size(), layout.align()) })
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        // SAFETY: `ptr` came from this allocator with `layout` (the caller's promise).
-        self.with(|heap| unsafe { heap.free(ptr, layout.size(), layout.align()) })
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
-        // SAFETY: the caller's layout, as GlobalAlloc requires.
-        self.with(|heap| unsafe { heap.calloc(layout.size(), layout.align()) })
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
-        // SAFETY: `ptr` came from this allocator with `layout` (the caller's promise).
-        self.with(|heap| unsafe { heap.realloc(ptr, layout.size(), layout.align(), size) })
-    }
-}
-
-/// dlmalloc's source of memory: anonymous mappings, as its own Linux one makes, each marked
-/// `MADV_DONTFORK` (kept by `mremap`, which moves or resizes the mapping with its flags).
-#[cfg(target_env = "musl")]
-struct NotInherited;
-
-// SAFETY: every region returned is a fresh private anonymous mapping of the size said,
-// zeroed, and freed or resized only as dlmalloc asks.
-#[cfg(target_env = "musl")]
-unsafe impl dlmalloc::Allocator for NotInherited {
-    fn alloc(&self, size: usize) -> (*mut u8, usize, u32) {
-        // SAFETY: a new anonymous mapping, no file; the result is checked.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return (std::ptr::null_mut(), 0, 0);
-        }
-        // SAFETY: advice on the mapping just made; if refused, the mapping is only
-        // inherited as before.
-        unsafe { libc::madvise(addr, size, libc::MADV_DONTFORK) };
-        (addr.cast(), size, 0)
-    }
-
-    fn remap(&self, ptr: *mut u8, oldsize: usize, newsize: usize, can_move: bool) -> *mut u8 {
-        let flags = if can_move { libc::MREMAP_MAYMOVE } else { 0 };
-        // SAFETY: `ptr` and `oldsize` are a mapping this allocator made (dlmalloc's promise).
-        let ptr = unsafe { libc::mremap(ptr.cast(), oldsize, newsize, flags) };
-        if ptr == libc::MAP_FAILED {
-            std::ptr::null_mut()
-        } else {
-            ptr.cast()
-        }
-    }
-
-    fn free_part(&self, ptr: *mut u8, oldsize: usize, newsize: usize) -> bool {
-        // SAFETY: as in `remap`; the tail given back lies inside that mapping.
-        unsafe {
-            if libc::mremap(ptr.cast(), oldsize, newsize, 0) != libc::MAP_FAILED {
-                return true;
-            }
-            libc::munmap(ptr.add(newsize).cast(), oldsize - newsize) == 0
-        }
-    }
-
-    fn free(&self, ptr: *mut u8, size: usize) -> bool {
-        // SAFETY: a mapping this allocator made, used by nothing after this.
-        unsafe { libc::munmap(ptr.cast(), size) == 0 }
-    }
-
-    fn can_release_part(&self, _flags: u32) -> bool {
-        true
-    }
-
-    fn allocates_zeros(&self) -> bool {
-        true
-    }
-
-    fn page_size(&self) -> usize {
-        4096
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,82 +534,5 @@ mod tests {
         write(&write_end, &watch_message(4321, 1)[..8]);
         drop(write_end);
         assert_eq!(read_watch(read_end.as_raw_fd()), None);
-    }
-
-    /// Whether the calling process can read the byte at `ptr`: a system call reading from an
-    /// address that is not mapped fails with EFAULT instead of faulting.
-    #[cfg(target_env = "musl")]
-    fn mapped(ptr: *const u8) -> bool {
-        let (read_end, write_end) = pipe();
-        // SAFETY: write reads one byte at `ptr`, checked by the kernel, not dereferenced here.
-        let wrote = unsafe { libc::write(write_end.as_raw_fd(), ptr.cast(), 1) };
-        drop(read_end);
-        wrote == 1
-    }
-
-    /// Forks, and returns whether the child could read the byte at `ptr`.
-    #[cfg(target_env = "musl")]
-    fn mapped_in_a_fork(ptr: *const u8) -> bool {
-        let (read_end, write_end) = pipe();
-        // SAFETY: the child only makes system calls, on the pipe made before the fork, and
-        // `_exit`s.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork: {}", io::Error::last_os_error());
-        if pid == 0 {
-            // SAFETY: as `mapped`; then the child ends without running anything of the test's.
-            unsafe {
-                let ok = libc::write(write_end.as_raw_fd(), ptr.cast(), 1) == 1;
-                libc::_exit(if ok { 0 } else { 1 })
-            }
-        }
-        drop(read_end);
-        let mut status = 0;
-        // SAFETY: waits for the child just forked, into a live integer.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(libc::WIFEXITED(status), "the child died: {status:#x}");
-        libc::WEXITSTATUS(status) == 0
-    }
-
-    #[cfg(target_env = "musl")]
-    #[test]
-    fn the_guardians_fork_does_not_inherit_the_heap() {
-        use std::alloc::{GlobalAlloc, Layout};
-        let heap = Heap::new();
-        let layout = Layout::from_size_align(1000, 8).unwrap();
-        // SAFETY: a valid layout; the block is freed with it below.
-        let block = unsafe { heap.alloc(layout) };
-        assert!(!block.is_null());
-        // SAFETY: the block holds 1000 bytes.
-        unsafe { block.write(7) };
-        assert!(mapped(block), "the heap is there for redlock-run");
-        assert!(!mapped_in_a_fork(block), "the heap went with the fork");
-        // The guardian's notes page does go with it.
-        let seen = Seen::map().expect("a shared page");
-        assert!(mapped_in_a_fork(seen.0.as_ptr().cast()));
-        // SAFETY: allocated above with this layout.
-        unsafe { heap.dealloc(block, layout) };
-    }
-
-    #[cfg(target_env = "musl")]
-    #[test]
-    fn a_heap_block_keeps_its_bytes_and_stays_out_of_a_fork_as_it_grows() {
-        use std::alloc::{GlobalAlloc, Layout};
-        let heap = Heap::new();
-        // Past dlmalloc's threshold for blocks of their own mapping, which grow by mremap.
-        let small = Layout::from_size_align(512 * 1024, 16).unwrap();
-        // SAFETY: a valid layout; every pointer below is the block's latest.
-        unsafe {
-            let block = heap.alloc_zeroed(small);
-            assert!(!block.is_null());
-            assert_eq!(*block.add(small.size() - 1), 0, "zeroed");
-            block.add(small.size() - 1).write(42);
-            let grown = heap.realloc(block, small, 4 * 1024 * 1024);
-            assert!(!grown.is_null());
-            assert_eq!(*grown.add(small.size() - 1), 42, "the bytes moved with it");
-            let end = grown.add(4 * 1024 * 1024 - 1);
-            end.write(1);
-            assert!(!mapped_in_a_fork(grown) && !mapped_in_a_fork(end));
-            heap.dealloc(grown, Layout::from_size_align(4 * 1024 * 1024, 16).unwrap());
-        }
     }
 }

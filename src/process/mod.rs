@@ -12,8 +12,6 @@ mod launch;
 mod secrets;
 
 pub use child::{changes, is_init, prepare, spawn, Child, ChildChange, Group, SpawnError};
-#[cfg(target_env = "musl")]
-pub use guardian::Heap;
 pub use guardian::{Guardian, ReadyGuardian};
 pub use launch::Prepared as Command;
 pub use secrets::protect as protect_secrets;
