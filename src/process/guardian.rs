@@ -323,20 +323,21 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: Option<&Notes>) -> ! 
 /// its caller's session and undo its signal handling.
 unsafe fn detach() {
     // SAFETY: setsid and sigpending take nothing or a set on this frame; SIG_IGN and
-    // SIG_DFL install no handler; the sets live on this frame and sigemptyset initialises
-    // them before they are read. All of it is this process's own state, which the caller
-    // promised is the guardian's.
+    // SIG_DFL install no handler, and an action put back is the one this process had; the
+    // sets live on this frame and sigemptyset initialises them before they are read. All
+    // of it is this process's own state, which the caller promised is the guardian's.
     unsafe {
         libc::setsid();
-        // Setting a pending signal's action to "ignore" discards it (POSIX); blocked, it
-        // stays pending until then. Signals sent from now on find the new session.
+        // Setting a pending signal's action to "ignore" discards it (POSIX), even while it
+        // is blocked; its action is then put back. Signals sent from now on find the new
+        // session, not this process.
         let mut pending: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut pending);
         libc::sigpending(&mut pending);
         for signal in 1..=libc::SIGRTMAX() {
             if libc::sigismember(&pending, signal) == 1 {
-                libc::signal(signal, libc::SIG_IGN);
-                libc::signal(signal, libc::SIG_DFL);
+                let previous = libc::signal(signal, libc::SIG_IGN);
+                libc::signal(signal, previous);
             }
         }
         for signal in signals::FORWARDED {
