@@ -281,7 +281,8 @@ local function recording()
 end
 
 -- Appends one event to the history: the arguments after `event` are name, value pairs; a
--- value that is nil, false or '' is left out.
+-- value that is nil, false or '' is left out. Returns the entry's ID (nil when not
+-- recorded).
 local function record_event(event, ...)
   if not recording() then
     return
@@ -295,7 +296,7 @@ local function record_event(event, ...)
       args[#args + 1] = tostring(value)
     end
   end
-  record(1, 'XADD', unpack(args))
+  return record(1, 'XADD', unpack(args))
 end
 
 -- Adds `by` to the counter `field`; returns its new value (nil when not counted).
@@ -344,12 +345,13 @@ end
 local function record_hold_end(event, slot, value, now, ...)
   local since = held_since(slot, value, true)
   local held = since and math.max(now - since, 0) or nil
-  record_event(event, 'token', token_of(value), 'fence', string.match(value, '"fence":(%d+)'),
-    'holder', value, 'held_ms', held, ...)
+  local id = record_event(event, 'token', token_of(value), 'fence',
+    string.match(value, '"fence":(%d+)'), 'holder', value, 'held_ms', held, ...)
   if held then
     count('hold_ms_sum', held)
     count('hold_count')
   end
+  return id
 end
 
 -- The recording's outcome, the last elements of a script's reply: its flags, and the

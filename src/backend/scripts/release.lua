@@ -66,9 +66,12 @@ if recording() then
     held_since(slot, current, true)
   else
     local now = now_ms()
-    record_hold_end(ARGV[15], slot, current, now, 'exit_code', ARGV[16])
+    local id = record_hold_end(ARGV[15], slot, current, now, 'exit_code', ARGV[16])
     if ARGV[17] == '1' and ARGV[15] == 'released' then
-      record(2, 'HSET', 'last_success_ms', now, 'skips', 0)
+      -- The success's time is its event's, where there is one: the entry's ID comes from
+      -- the server's clock too, but may be read a millisecond after TIME was.
+      local at = type(id) == 'string' and string.match(id, '^(%d+)%-') or now
+      record(2, 'HSET', 'last_success_ms', at, 'skips', 0)
     end
   end
 end
