@@ -26,6 +26,7 @@ pub mod inspect;
 mod key;
 mod layout;
 mod notices;
+mod polled;
 mod protocol;
 mod quorum;
 mod scripts;
@@ -180,6 +181,21 @@ pub struct Subscription {
     stopped: Arc<AtomicBool>,
     /// With several Redlock nodes: one subscription per node, added as each comes up.
     parts: Option<SubscriptionParts>,
+    /// A subscription that no thread reads: the loop is to poll it (`take_source`).
+    source: Option<Box<dyn NoticeSource>>,
+}
+
+/// A subscription's socket, for the run's loop to poll and read itself (see `polled`),
+/// instead of a thread that reads it and passes each notice on.
+pub trait NoticeSource: Send {
+    /// The descriptor to poll for reading.
+    fn fd(&self) -> std::os::fd::RawFd;
+
+    /// Reads what has come, without blocking, and returns the notices in it coalesced:
+    /// the latest release, or `Notice::Broken` once the subscription has ended (nothing
+    /// comes through it after that). Whatever it has read is handed on: it never keeps a
+    /// complete message back for a later call.
+    fn read(&mut self) -> Option<Notice>;
 }
 
 /// The node subscriptions of a combined one, shared with the threads that make them:
@@ -213,7 +229,21 @@ impl Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
             parts: None,
+            source: None,
         }
+    }
+
+    /// A subscription that the loop reads itself: `source`, which the caller must poll.
+    pub fn polled(source: Box<dyn NoticeSource>) -> Subscription {
+        let mut subscription = Subscription::new();
+        subscription.source = Some(source);
+        subscription
+    }
+
+    /// The socket to poll, when no thread reads this subscription (once: the caller owns
+    /// it from then on, and dropping it ends the subscription).
+    pub fn take_source(&mut self) -> Option<Box<dyn NoticeSource>> {
+        self.source.take()
     }
 
     /// One subscription made of several (late ones included), ended together.
@@ -221,6 +251,7 @@ impl Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
             parts: Some(parts),
+            source: None,
         }
     }
 
