@@ -341,6 +341,48 @@ mod tests {
         assert!(events.try_iter().next().is_none());
     }
 
+    /// A subscription whose messages are lines of text on a socket.
+    struct Lines(std::os::unix::net::UnixStream);
+
+    impl NoticeSource for Lines {
+        fn fd(&self) -> std::os::fd::RawFd {
+            self.0.as_raw_fd()
+        }
+
+        fn read(&mut self) -> Option<Notice> {
+            use std::io::Read;
+            let mut text = [0; 64];
+            match self.0.read(&mut text) {
+                Ok(0) => Some(Notice::Broken(anyhow::anyhow!("closed"))),
+                Ok(n) => Some(Notice::Released {
+                    by: String::from_utf8_lossy(&text[..n]).into_owned(),
+                }),
+                Err(_) => None,
+            }
+        }
+    }
+
+    #[test]
+    fn a_polled_subscription_is_read_on_the_loops_own_thread() {
+        use std::io::Write;
+        let (events, _) = events();
+        let (ours, mut server) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        events.listen_to(Box::new(Lines(ours)));
+        server.write_all(b"t#1").unwrap();
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(event, Ok(Event::Notice(Notice::Released { by })) if by == "t#1"));
+        // Its end is the last it gives: the socket is not polled after that.
+        drop(server);
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(event, Ok(Event::Notice(Notice::Broken(_)))));
+        assert!(events.notices.borrow().is_none());
+        assert!(matches!(
+            events.recv_timeout(Duration::from_millis(20)),
+            Err(RecvTimeoutError::Timeout)
+        ));
+    }
+
     #[test]
     fn a_deadline_is_a_timeout() {
         let (events, _) = events();

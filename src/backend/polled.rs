@@ -369,6 +369,74 @@ mod tests {
         assert!(frame_length(b"*x\r\n").is_err());
     }
 
+    fn message(payload: &str) -> Vec<u8> {
+        format!(
+            "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n${}\r\n{payload}\r\n",
+            payload.len()
+        )
+        .into_bytes()
+    }
+
+    /// A server on a socket pair: `script` is what it sends once the subscription asked.
+    fn subscribed(confirms: &[u8]) -> (PolledSubscription, UnixStream) {
+        let (ours, mut server) = UnixStream::pair().unwrap();
+        let mut subscription = PolledSubscription {
+            stream: Stream::Unix(ours),
+            buffer: Vec::new(),
+            display: String::from("r"),
+        };
+        server.write_all(confirms).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        subscription.ask(b"SUBSCRIBE", 2, until).unwrap();
+        subscription.stream.set_nonblocking().unwrap();
+        (subscription, server)
+    }
+
+    const CONFIRMS: &[u8] = b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n\
+                              *3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n";
+
+    #[test]
+    fn every_message_read_is_handed_on_and_a_burst_is_one_notice() {
+        use super::super::NoticeSource;
+        // A message that came with the confirmations waits in the buffer: the first read
+        // hands it on although the socket has nothing more.
+        let early = [CONFIRMS, &message("first")].concat();
+        let (mut subscription, mut server) = subscribed(&early);
+        assert!(matches!(subscription.read(), Some(Notice::Released { by }) if by == "first"));
+        assert!(subscription.read().is_none(), "nothing more");
+        // Two in one write, and a third cut in two: the latest whole one is handed on, and
+        // nothing whole is kept back.
+        let burst = [message("a"), message("b"), message("c")].concat();
+        let cut = burst.len() - 5;
+        server.write_all(&burst[..cut]).unwrap();
+        assert!(matches!(subscription.read(), Some(Notice::Released { by }) if by == "b"));
+        assert_eq!(frame_length(&subscription.buffer).unwrap(), None);
+        server.write_all(&burst[cut..]).unwrap();
+        assert!(matches!(subscription.read(), Some(Notice::Released { by }) if by == "c"));
+        assert!(subscription.buffer.is_empty());
+        // The server hangs up: the end, after what it sent last.
+        server.write_all(&message("d")).unwrap();
+        drop(server);
+        assert!(matches!(subscription.read(), Some(Notice::Released { by }) if by == "d"));
+        assert!(matches!(subscription.read(), Some(Notice::Broken(_))));
+    }
+
+    #[test]
+    fn a_refused_subscription_is_the_servers_error() {
+        let (ours, mut server) = UnixStream::pair().unwrap();
+        let mut subscription = PolledSubscription {
+            stream: Stream::Unix(ours),
+            buffer: Vec::new(),
+            display: String::from("r"),
+        };
+        server
+            .write_all(b"-NOPERM this user has no permissions to access one of the channels\r\n")
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        let err = subscription.ask(b"SUBSCRIBE", 2, until).unwrap_err();
+        assert_eq!(err.code(), Some("NOPERM"));
+    }
+
     #[test]
     fn messages_are_releases_and_the_rest_is_not() {
         let value = redis::parse_redis_value(MESSAGE).unwrap();
