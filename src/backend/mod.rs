@@ -7,7 +7,8 @@
 //! - `connection`: deadlines on every command, redirections, script loading;
 //! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
 //! - `protocol`: the lock on one deployment, `notices` its subscription to release
-//!   notices; `quorum`: Redlock over several;
+//!   notices (`polled` where the run's loop reads it itself); `quorum`: Redlock over
+//!   several;
 //! - `vetting`: whether a server can keep a lock at all (eviction, a cluster node behind a
 //!   plain URL), asked along with the first acquisition on each connection;
 //! - `inspect`: reading and clearing locks for `status`, `list` and `release`, and
