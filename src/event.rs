@@ -74,6 +74,8 @@ pub struct Events {
     reporter: Sender<Event>,
     /// Read from the descriptors, not handed out yet.
     read: RefCell<VecDeque<Event>>,
+    /// Whether the signals' descriptor was looked at since a report was last handed out.
+    looked: Cell<bool>,
     /// The command's first process, until its exit has been reported.
     child: Cell<Option<libc::pid_t>>,
     /// Whether orphans are to be reaped as they die (redlock-run is PID 1).
@@ -127,6 +129,7 @@ impl Events {
             reports,
             reporter,
             read: RefCell::default(),
+            looked: Cell::new(false),
             child: Cell::new(None),
             orphans,
             notices: RefCell::default(),
@@ -180,6 +183,7 @@ impl Events {
     /// The events that have come, without waiting.
     pub fn try_iter(&self) -> impl Iterator<Item = Event> + '_ {
         self.read_signals();
+        self.looked.set(true);
         std::iter::from_fn(|| self.ready())
     }
 
@@ -190,8 +194,23 @@ impl Events {
     }
 
     fn ready(&self) -> Option<Event> {
-        let read = self.read.borrow_mut().pop_front();
-        read.or_else(|| self.reports.try_recv().ok())
+        if let Some(event) = self.read.borrow_mut().pop_front() {
+            return Some(event);
+        }
+        let report = self.reports.try_recv().ok()?;
+        // A report handed out without a wait in `ppoll` since the last one (they keep
+        // coming: a stream of release notices) would keep a signal waiting behind it for
+        // as long as they come: the signals are read first. Otherwise the `ppoll` that woke
+        // the loop for this report has looked already, and this costs nothing.
+        if !self.looked.replace(false) {
+            self.read_signals();
+            let mut read = self.read.borrow_mut();
+            if let Some(first) = read.pop_front() {
+                read.push_back(report);
+                return Some(first);
+            }
+        }
+        Some(report)
     }
 
     /// The next event, or `None` once `deadline` has passed.
@@ -211,6 +230,7 @@ impl Events {
                 None => None,
             };
             let [signals, wake, notices] = self.poll(timeout);
+            self.looked.set(true);
             if signals {
                 self.read_signals();
             }
@@ -380,6 +400,30 @@ mod tests {
         assert!(matches!(
             events.recv_timeout(Duration::from_millis(20)),
             Err(RecvTimeoutError::Timeout)
+        ));
+    }
+
+    #[test]
+    fn a_signal_is_not_kept_waiting_behind_reports_that_keep_coming() {
+        let (events, listened) = events();
+        let Some(&signal) = listened.iter().find(|&&s| s == libc::SIGUSR1) else {
+            return;
+        };
+        // A report waits (as under a stream of release notices, one always does when the
+        // loop looks), and then a signal comes.
+        events.reporter().send(Event::ChildrenChanged).ok();
+        // SAFETY: a signal to this thread, which blocks it: it waits in the signalfd.
+        unsafe {
+            libc::pthread_kill(libc::pthread_self(), signal);
+        }
+        let first = events.recv_timeout(Duration::from_secs(10));
+        assert!(
+            matches!(first, Ok(Event::Signal { signal: got, .. }) if got == signal),
+            "the signal first, then the report"
+        );
+        assert!(matches!(
+            events.recv_timeout(Duration::ZERO),
+            Ok(Event::ChildrenChanged)
         ));
     }
 

@@ -62,7 +62,7 @@ use std::time::Instant;
 use crate::helper::HELPER;
 use crate::measure::waiting::{self, Waiting};
 use crate::measure::{contended, handoff, phase, rss, startup, Results};
-use crate::opts::{Opts, USAGE};
+use crate::opts::{Opts, SHIPPED_TARGET, USAGE};
 use crate::report::{ManyReport, Report};
 use crate::servers::TempDir;
 use crate::tools::{Bench, Tool, TOOLS};
@@ -90,13 +90,30 @@ fn main() {
 
 fn run(opts: &Opts) -> Result<()> {
     let exe = env::current_exe().map_err(|err| format!("cannot find myself: {err}"))?;
+    // The shipped (musl) build, and the glibc build beside it, unless told otherwise.
+    let shipped_target = match (&opts.redlock_bin, &opts.target) {
+        (Some(_), _) => None,
+        (None, Some(target)) => Some(target.clone()),
+        (None, None) => Some(SHIPPED_TARGET.to_string()),
+    };
     let redlock = match &opts.redlock_bin {
         Some(path) => path.clone(),
-        None => host::build_release(opts.target.as_deref())?,
+        None => host::build_release(shipped_target.as_deref())?,
+    };
+    // The many-waiters section runs the shipped build alone.
+    let redlock_glibc = match (&opts.glibc_bin, opts.glibc && opts.compare) {
+        (_, false) => None,
+        (Some(path), true) => Some(path.clone()),
+        (None, true) => Some(host::build_release(None)?),
     };
     let began = Instant::now();
-    if !redlock.is_file() {
-        return Err(format!("{redlock:?} does not exist"));
+    for binary in [Some(&redlock), redlock_glibc.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        if !binary.is_file() {
+            return Err(format!("{binary:?} does not exist"));
+        }
     }
     if !host::have("redis-server") || !host::have("flock") {
         return Err("redis-server and flock are needed (scripts/bench installs them)".into());
@@ -141,6 +158,7 @@ fn run(opts: &Opts) -> Result<()> {
         exe: exe.clone(),
         dir: temp.0.clone(),
         redlock: redlock.clone(),
+        redlock_glibc: redlock_glibc.clone(),
         redis_port,
         etcd_port: etcd.as_ref().map(|(_, port)| *port),
         etcd_missing,
@@ -148,14 +166,17 @@ fn run(opts: &Opts) -> Result<()> {
     };
 
     let machine = host::machine();
-    let versions = [
+    let mut versions = vec![
         (
             "redlock-run",
             host::first_line(&redlock.display().to_string(), &["--version"]),
         ),
         (
             "redlock-run build",
-            host::build_of(&redlock, opts.target.as_deref()),
+            format!(
+                "{} (shipped; the targets are judged on it)",
+                host::build_of(&redlock, shipped_target.as_deref())
+            ),
         ),
         ("flock", host::first_line("flock", &["--version"])),
         ("etcdctl", host::first_line("etcdctl", &["version"])),
@@ -165,12 +186,24 @@ fn run(opts: &Opts) -> Result<()> {
             host::first_line("redis-server", &["--version"]),
         ),
     ];
+    if let Some(glibc) = &redlock_glibc {
+        versions.insert(
+            2,
+            (
+                "glibc build",
+                format!(
+                    "{} (beside it: the glibc column)",
+                    host::build_of(glibc, None)
+                ),
+            ),
+        );
+    }
 
     let context = Context {
         opts,
         bench: &bench,
         machine,
-        versions: versions.to_vec(),
+        versions,
         began,
     };
     if opts.compare {
@@ -206,7 +239,7 @@ fn compare(context: &Context, temp: &TempDir, json_path: PathBuf) -> Result<()> 
         began,
     } = *context;
     let exe = &bench.exe;
-    let mut results: [Results; 3] = Default::default();
+    let mut results: [Results; 4] = Default::default();
 
     let mut starts = BTreeMap::new();
     startup::versions(bench, opts.overhead_samples, &mut starts);

@@ -29,10 +29,14 @@ usage: scripts/bench [OPTIONS]      (or: cargo bench --bench compare -- [OPTIONS
   --many-etcd-max N       many-waiters: largest N run with etcdctl lock, whose waiters
                           take about 25 MB each [300]
   --many-budget SECS      many-waiters: start no new case after this long [560]
-  --target TRIPLE         build redlock-run for this target (cargo build --target), e.g.
-                          x86_64-unknown-linux-musl; without it, the host build that
-                          .cargo/config.toml sets up (static-pie on glibc)
-  --redlock-bin PATH      bench this binary instead of building one
+  --target TRIPLE         bench only the build for this target (cargo build --target);
+                          without it and --redlock-bin: the musl build, which the packages
+                          ship (x86_64-unknown-linux-musl; every target is judged on it),
+                          and beside it the host build that .cargo/config.toml sets up
+                          (static-pie on glibc), each against flock and etcdctl in this run
+  --no-glibc              bench the shipped build alone, without the glibc build beside it
+  --redlock-bin PATH      bench this binary instead of building the shipped one
+  --glibc-bin PATH        bench this binary as the glibc build instead of building one
   --json PATH             where to write the JSON [TARGET_DIR/bench/compare.json; the
                           many-waiters section: TARGET_DIR/bench/waiters.json]
   -h, --help              this text";
@@ -47,6 +51,9 @@ pub struct Opts {
     pub wait_window: Duration,
     pub target: Option<String>,
     pub redlock_bin: Option<PathBuf>,
+    pub glibc_bin: Option<PathBuf>,
+    /// Bench the glibc build beside the shipped one.
+    pub glibc: bool,
     pub json: Option<PathBuf>,
     /// Run the usual sections (overhead ... waiting).
     pub compare: bool,
@@ -60,6 +67,9 @@ pub struct Opts {
 
 /// The largest number of waiters `--many-n` accepts: each is a process (an etcdctl waiter
 /// about 25 MB), and the Redis server needs a few connections for each.
+/// The target of the build that the packages, the tarball and the container image ship.
+pub const SHIPPED_TARGET: &str = "x86_64-unknown-linux-musl";
+
 pub const MANY_MAX: usize = 2000;
 
 impl Opts {
@@ -74,6 +84,8 @@ impl Opts {
             wait_window: Duration::from_secs(30),
             target: None,
             redlock_bin: None,
+            glibc_bin: None,
+            glibc: true,
             json: None,
             compare: true,
             many: false,
@@ -116,6 +128,8 @@ impl Opts {
                 }
                 "--target" => opts.target = Some(value(arg)?),
                 "--redlock-bin" => opts.redlock_bin = Some(PathBuf::from(value(arg)?)),
+                "--glibc-bin" => opts.glibc_bin = Some(PathBuf::from(value(arg)?)),
+                "--no-glibc" => opts.glibc = false,
                 "--json" => opts.json = Some(PathBuf::from(value(arg)?)),
                 "--many-waiters" => (opts.compare, opts.many) = (false, true),
                 "--all" => (opts.compare, opts.many) = (true, true),
@@ -157,6 +171,10 @@ impl Opts {
         opts.cycles = opts.cycles.min(200);
         opts.waiters = opts.waiters.min(64);
         opts.wait_window = opts.wait_window.min(Duration::from_secs(120));
+        // A named target or binary is benched alone, unless a glibc binary is named too.
+        if opts.target.is_some() || opts.redlock_bin.is_some() {
+            opts.glibc = opts.glibc && opts.glibc_bin.is_some();
+        }
         Ok(Some(opts))
     }
 }

@@ -1,4 +1,5 @@
-//! The tools compared (redlock-run, flock, etcdctl) and `Bench`, what every measurement
+//! The tools compared (redlock-run as the packages ship it, the musl build; flock; etcdctl;
+//! and redlock-run's glibc build beside them) and `Bench`, what every measurement
 //! needs to start them: the argv that runs a command under each tool's lock in its plain
 //! documented form, per-tool logs, and the helper command. It owns no timing and no
 //! figures; those are `measure/`'s.
@@ -12,12 +13,16 @@ use crate::helper::HELPER;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Tool {
+    /// The build that ships (the musl build, unless `--target` or `--redlock-bin` named
+    /// another): every target is judged on it.
     Redlock,
     Flock,
     Etcd,
+    /// The default (static glibc) build, measured beside the shipped one in the same run.
+    RedlockGlibc,
 }
 
-pub const TOOLS: [Tool; 3] = [Tool::Redlock, Tool::Flock, Tool::Etcd];
+pub const TOOLS: [Tool; 4] = [Tool::Redlock, Tool::Flock, Tool::Etcd, Tool::RedlockGlibc];
 
 impl Tool {
     pub fn name(self) -> &'static str {
@@ -25,7 +30,13 @@ impl Tool {
             Tool::Redlock => "redlock-run",
             Tool::Flock => "flock",
             Tool::Etcd => "etcdctl",
+            Tool::RedlockGlibc => "redlock-run-glibc",
         }
+    }
+
+    /// Either build of redlock-run.
+    pub fn is_redlock(self) -> bool {
+        matches!(self, Tool::Redlock | Tool::RedlockGlibc)
     }
 }
 
@@ -34,6 +45,8 @@ pub struct Bench {
     pub exe: PathBuf,
     pub dir: PathBuf,
     pub redlock: PathBuf,
+    /// The glibc build, benched beside `redlock`; None when only one build is benched.
+    pub redlock_glibc: Option<PathBuf>,
     pub redis_port: u16,
     /// None when etcd or etcdctl is missing or etcd would not start (column shows n/a).
     pub etcd_port: Option<u16>,
@@ -43,7 +56,11 @@ pub struct Bench {
 
 impl Bench {
     pub fn available(&self, tool: Tool) -> bool {
-        tool != Tool::Etcd || self.etcd_port.is_some()
+        match tool {
+            Tool::Etcd => self.etcd_port.is_some(),
+            Tool::RedlockGlibc => self.redlock_glibc.is_some(),
+            Tool::Redlock | Tool::Flock => true,
+        }
     }
 
     pub fn tools(&self) -> Vec<Tool> {
@@ -82,8 +99,8 @@ impl Bench {
         command: &[OsString],
     ) -> Vec<OsString> {
         let mut argv: Vec<OsString> = match tool {
-            Tool::Redlock => [
-                self.redlock.clone().into(),
+            Tool::Redlock | Tool::RedlockGlibc => [
+                self.binary(tool).into(),
                 "-r".into(),
                 format!("redis://127.0.0.1:{}", self.redis_port).into(),
                 "-k".into(),
@@ -104,6 +121,14 @@ impl Bench {
         };
         argv.extend(command.iter().cloned());
         argv
+    }
+
+    /// The redlock-run executable of `tool` (the shipped build for any other tool).
+    pub fn binary(&self, tool: Tool) -> PathBuf {
+        match (tool, &self.redlock_glibc) {
+            (Tool::RedlockGlibc, Some(glibc)) => glibc.clone(),
+            _ => self.redlock.clone(),
+        }
     }
 
     pub fn command(&self, tool: Tool, key: &str, command: &[OsString]) -> Command {

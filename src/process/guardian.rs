@@ -313,15 +313,33 @@ unsafe fn guard(pipe: libc::c_int, kill_after: u64, notes: Option<&Notes>) -> ! 
 /// its work. And gives up redlock-run's signal handling: default dispositions, no signal
 /// blocked.
 ///
+/// A signal sent to redlock-run's group between the `fork` and the `setsid` reaches the
+/// guardian too, and waits there, blocked as it is in redlock-run (whose loop reads it
+/// from a signalfd): it is discarded before the mask is cleared, or it would end the
+/// guardian at once, and leave the command unguarded. redlock-run heard it all the same.
+///
 /// # Safety
 /// Only in the freshly forked guardian: in redlock-run, it would take redlock-run out of
 /// its caller's session and undo its signal handling.
 unsafe fn detach() {
-    // SAFETY: setsid takes nothing; SIG_DFL installs no handler; `empty` lives on this
-    // frame and sigemptyset initialises it before sigprocmask reads it. All of it is this
-    // process's own state, which the caller promised is the guardian's.
+    // SAFETY: setsid and sigpending take nothing or a set on this frame; SIG_IGN and
+    // SIG_DFL install no handler, and an action put back is the one this process had; the
+    // sets live on this frame and sigemptyset initialises them before they are read. All
+    // of it is this process's own state, which the caller promised is the guardian's.
     unsafe {
         libc::setsid();
+        // Setting a pending signal's action to "ignore" discards it (POSIX), even while it
+        // is blocked; its action is then put back. Signals sent from now on find the new
+        // session, not this process.
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pending);
+        libc::sigpending(&mut pending);
+        for signal in 1..=libc::SIGRTMAX() {
+            if libc::sigismember(&pending, signal) == 1 {
+                let previous = libc::signal(signal, libc::SIG_IGN);
+                libc::signal(signal, previous);
+            }
+        }
         for signal in signals::FORWARDED {
             libc::signal(signal, libc::SIG_DFL);
         }
@@ -509,6 +527,36 @@ mod tests {
         // SAFETY: writes from a live buffer of `bytes.len()` bytes.
         let wrote = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
         assert_eq!(wrote, bytes.len() as isize);
+    }
+
+    #[test]
+    fn a_signal_sent_to_the_group_before_the_guardian_left_it_does_not_end_it() {
+        // SAFETY: the child is single-threaded from its own point of view after the fork,
+        // and calls only async-signal-safe functions before `_exit`; `detach` is called in
+        // the freshly forked child, as it must be.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: as above: this is the forked child, which ends here.
+            unsafe {
+                // As in redlock-run: SIGTERM blocked (read from a signalfd there), and one
+                // sent to the group at the fork, waiting.
+                let mut term: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut term);
+                libc::sigaddset(&mut term, libc::SIGTERM);
+                libc::sigprocmask(libc::SIG_BLOCK, &term, std::ptr::null_mut());
+                libc::kill(libc::getpid(), libc::SIGTERM);
+                detach();
+                libc::_exit(7);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a valid place for waitpid to write to.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "the guardian survived the signal meant for redlock-run (status {status:#x})"
+        );
     }
 
     #[test]

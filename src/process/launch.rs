@@ -264,16 +264,34 @@ unsafe fn take_terminal() {
     }
 }
 
-/// Unblocks every signal, for the command.
+/// Unblocks every signal, for the command, once the job-control stops that came while they
+/// were blocked are discarded.
+///
+/// A Ctrl-Z (SIGTSTP, or SIGTTIN, SIGTTOU) sent to redlock-run's process group between the
+/// `clone` and the child's own group reaches the child too, and waits there, blocked. Let
+/// through, it would stop the child before its `exec`, in a group of its own that nobody
+/// continues, and redlock-run with it, suspended in the `clone` until the child has
+/// exec'd: a hang. redlock-run heard the stop itself.
 ///
 /// # Safety
 /// Only in the cloned child, once every handler of redlock-run's is reset to its default
 /// ([`reset_handlers`]): a handler that ran here would run on memory the child shares with
 /// the parent, whose thread it interrupted at an unknown point.
 unsafe fn unblock_all_signals() {
-    // SAFETY: `empty` lives on this frame and sigemptyset initialises it before
-    // pthread_sigmask reads it; no handler of ours is left to run (the caller's promise).
+    // SAFETY: the sets live on this frame and sigemptyset initialises them before they are
+    // read; SIG_IGN installs no handler, and the action put back is the child's own (the
+    // default: the caller's promise, or ignored); no handler of ours is left to run.
     unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pending);
+        libc::sigpending(&mut pending);
+        for stop in [libc::SIGTSTP, libc::SIGTTIN, libc::SIGTTOU] {
+            if libc::sigismember(&pending, stop) == 1 {
+                // Ignoring a pending signal discards it (POSIX), blocked or not.
+                let previous = libc::signal(stop, libc::SIG_IGN);
+                libc::signal(stop, previous);
+            }
+        }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::pthread_sigmask(libc::SIG_SETMASK, &empty, ptr::null_mut());
@@ -468,6 +486,38 @@ fn restore_signals(previous: &libc::sigset_t) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stop_that_came_while_blocked_does_not_stop_the_child_before_its_exec() {
+        // SAFETY: the forked child calls only async-signal-safe functions before `_exit`;
+        // `unblock_all_signals` runs in a child with no handler of ours, as it must.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // SAFETY: as above: this is the forked child, which ends here.
+            unsafe {
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut all);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &all, ptr::null_mut());
+                // A Ctrl-Z to redlock-run's group, before the child had a group of its own.
+                libc::kill(libc::getpid(), libc::SIGTSTP);
+                unblock_all_signals();
+                libc::_exit(7);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: `status` is a valid place for waitpid to write to.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        assert_eq!(waited, pid);
+        if libc::WIFSTOPPED(status) {
+            // SAFETY: ends the stopped child, ours.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: as above.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            panic!("the child stopped before its exec");
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+    }
 
     #[test]
     fn the_names_a_run_sets_are_left_out_of_the_inherited_environment() {

@@ -52,7 +52,7 @@ fn handoff_once(bench: &Bench, tool: Tool, hold: Duration, i: usize) -> Result<(
     Ok((started - released, released - waiter_spawned))
 }
 
-pub fn measure(bench: &Bench, samples: usize, hold: Duration, results: &mut [Results; 3]) {
+pub fn measure(bench: &Bench, samples: usize, hold: Duration, results: &mut [Results; 4]) {
     phase(&format!(
         "handoff: {samples} samples per tool, holder holds {}",
         fmt_ms(hold)

@@ -32,6 +32,13 @@ pub fn versions(bench: &Bench, samples: usize, out: &mut BTreeMap<&'static str, 
         ),
         ("flock", Tool::Flock, os(&["flock", "--version"])),
     ];
+    if bench.available(Tool::RedlockGlibc) {
+        argvs.push((
+            Tool::RedlockGlibc.name(),
+            Tool::RedlockGlibc,
+            vec![bench.binary(Tool::RedlockGlibc).into(), "--version".into()],
+        ));
+    }
     if bench.available(Tool::Etcd) {
         argvs.push(("etcdctl", Tool::Etcd, os(&["etcdctl", "version"])));
     }
@@ -127,7 +134,9 @@ pub fn overhead(bench: &Bench, samples: usize) -> Overhead {
         // second is not in its own reply).
         let commands = after.commands.saturating_sub(before.commands + 1);
         let connections = after.connections.saturating_sub(before.connections);
-        let runs = samples.max(1);
+        // Both builds run against this server when both are benched.
+        let builds = tools.iter().filter(|tool| tool.is_redlock()).count().max(1);
+        let runs = (samples * builds).max(1);
         Ok(RedisPerRun {
             runs,
             commands: commands as f64 / runs as f64,

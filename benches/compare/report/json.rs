@@ -147,11 +147,25 @@ impl Report<'_> {
                     ("redlock-run", tool_json(Tool::Redlock)),
                     ("flock", tool_json(Tool::Flock)),
                     ("etcdctl", tool_json(Tool::Etcd)),
+                    ("redlock-run-glibc", tool_json(Tool::RedlockGlibc)),
                     ("redis-cli-poll", not_measured()),
                     ("cronlock", not_measured()),
                 ]),
             ),
             ("targets", targets_json(self.targets())),
+            (
+                "glibc_build",
+                if self.bench.available(Tool::RedlockGlibc) {
+                    Json::Obj(
+                        self.glibc_ratios()
+                            .into_iter()
+                            .map(|(key, _, value, _)| (key.to_string(), Json::opt_num(value)))
+                            .collect(),
+                    )
+                } else {
+                    Json::Null
+                },
+            ),
         ])
     }
 }

@@ -29,7 +29,7 @@ pub struct Report<'a> {
     pub bench: &'a Bench,
     pub machine: Vec<(&'static str, String)>,
     pub versions: Vec<(&'static str, String)>,
-    pub results: &'a [Results; 3],
+    pub results: &'a [Results; 4],
     pub bare: Samples,
     pub bare_version: Samples,
     pub rss_floor: Option<u64>,
@@ -68,6 +68,51 @@ impl Report<'_> {
         }
     }
 
+    /// The glibc build's figures against flock's and etcdctl's from the same run, as the
+    /// targets put the shipped build's: (JSON key, label, value, unit).
+    pub fn glibc_ratios(&self) -> Vec<(&'static str, &'static str, Option<f64>, &'static str)> {
+        let g = Tool::RedlockGlibc;
+        let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?).filter(|r| r.is_finite());
+        vec![
+            (
+                "overhead_vs_flock",
+                "overhead p50 vs flock's",
+                ratio(self.overhead(g), self.overhead(Tool::Flock)),
+                "x",
+            ),
+            (
+                "overhead_below_etcdctl",
+                "overhead p50, etcdctl's over it",
+                ratio(self.overhead(Tool::Etcd), self.overhead(g)),
+                "x",
+            ),
+            (
+                "contended_vs_flock",
+                "contended locks/s vs flock's",
+                ratio(self.rate(g), self.rate(Tool::Flock)),
+                "x",
+            ),
+            (
+                "contended_vs_etcdctl",
+                "contended locks/s vs etcdctl's",
+                ratio(self.rate(g), self.rate(Tool::Etcd)),
+                "x",
+            ),
+            (
+                "handoff_p50_vs_flock",
+                "handoff p50 vs flock's",
+                ratio(self.handoff(g, 50.0), self.handoff(Tool::Flock, 50.0)),
+                "x",
+            ),
+            (
+                "peak_rss_mib",
+                "peak RSS, MiB",
+                self.r(g).rss_kib.map(|kib| kib as f64 / 1024.0),
+                " MiB",
+            ),
+        ]
+    }
+
     pub fn table(&self) -> String {
         let mut out = String::new();
         let o = &mut out;
@@ -94,18 +139,19 @@ impl Report<'_> {
         const W: usize = 44;
         const C: usize = 17;
         let header = format!(
-            "{:<W$}{:>C$}{:>C$}{:>C$}{:>11}{:>10}",
-            "metric", "redlock-run", "flock", "etcdctl", "redis-poll", "cronlock"
+            "{:<W$}{:>C$}{:>C$}{:>C$}{:>C$}{:>11}{:>10}",
+            "metric", "redlock-run", "flock", "etcdctl", "glibc build", "redis-poll", "cronlock"
         );
         let _ = writeln!(o, "{header}");
         let _ = writeln!(o, "{}", "-".repeat(header.len()));
         let mut row = |label: &str, cell: &dyn Fn(Tool) -> String| {
             let _ = writeln!(
                 o,
-                "{label:<W$}{:>C$}{:>C$}{:>C$}{:>11}{:>10}",
+                "{label:<W$}{:>C$}{:>C$}{:>C$}{:>C$}{:>11}{:>10}",
                 cell(Tool::Redlock),
                 cell(Tool::Flock),
                 cell(Tool::Etcd),
+                cell(Tool::RedlockGlibc),
                 "n/a",
                 "n/a"
             );
@@ -253,8 +299,27 @@ impl Report<'_> {
             ("measured", 26),
             self.targets(),
         );
+        if self.bench.available(Tool::RedlockGlibc) {
+            let _ = writeln!(o);
+            let _ = writeln!(
+                o,
+                "{:<42}{:<26}",
+                "glibc build, same run (not judged)", "measured"
+            );
+            let _ = writeln!(o, "{}", "-".repeat(74));
+            for (_, label, value, unit) in self.glibc_ratios() {
+                let shown = value.map_or_else(|| "n/a".into(), |v| format!("{v:.2}{unit}"));
+                let _ = writeln!(o, "{label:<42}{shown:<26}");
+            }
+        }
         let _ = writeln!(o);
         let _ = writeln!(o, "notes:");
+        let _ = writeln!(
+            o,
+            "- redlock-run is the build the packages ship (musl unless --target or \
+             --redlock-bin said otherwise), and the targets are judged on it; the glibc \
+             build column, when shown, ran in the same run, interleaved with it"
+        );
         let _ = writeln!(
             o,
             "- overhead/startup: spawn-to-exit from this harness, {} runs each, tools \
