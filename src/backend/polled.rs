@@ -141,9 +141,15 @@ pub fn subscribe(
             auth.arg(user);
         }
         auth.arg(password);
-        subscription
-            .ask(&auth.get_packed_command(), 1, until)
-            .map_err(|err| describe_error(err, display))?;
+        let mut authenticated = subscription.ask(&auth.get_packed_command(), 1, until);
+        // A server without ACL users (before Redis 6) takes the password alone, as the
+        // redis crate's own connection retries it.
+        if matches!(&authenticated, Err(err) if err.to_string().contains("wrong number of arguments"))
+        {
+            let auth = redis::cmd("AUTH").arg(password).get_packed_command();
+            authenticated = subscription.ask(&auth, 1, until);
+        }
+        authenticated.map_err(|err| describe_error(err, display))?;
     }
     let subscribe = redis::cmd("SUBSCRIBE")
         .arg(&channels[0])
