@@ -4,9 +4,11 @@
 //! `signalfd`, `signals.rs`), which also say when the command exits or stops (SIGCHLD), and
 //! an eventfd on which the few threads a run may start (the renewal thread once the first
 //! renewal is due, a subscription's reader while waiting) say they have sent a report
-//! (`Reporter`). Deadlines (renewals due, the lease's end, `--kill-after`) are the poll's
-//! timeout. Nothing here decides: events come out in the order they are read, signals
-//! before reports.
+//! (`Reporter`). While a waiter waits, it polls the subscription's socket too, where no
+//! thread reads it (`listen_to`): a release notice is then read on the loop's own thread,
+//! and the attempt it calls for is sent from there at once. Deadlines (renewals due, the
+//! lease's end, `--kill-after`) are the poll's timeout. Nothing here decides: events come
+//! out in the order they are read, signals before notices before reports.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::Notice;
+use crate::backend::{Notice, NoticeSource};
 use crate::process::{self, ChildChange};
 use crate::signals::Signals;
 
@@ -78,6 +80,8 @@ pub struct Events {
     child: Cell<Option<libc::pid_t>>,
     /// Whether orphans are to be reaped as they die (redlock-run is PID 1).
     orphans: bool,
+    /// A subscription that the loop reads itself, while a waiter listens.
+    notices: RefCell<Option<Box<dyn NoticeSource>>>,
 }
 
 /// A thread's way to report to the loop. Cloned for each thread.
@@ -128,6 +132,7 @@ impl Events {
             looked: Cell::new(false),
             child: Cell::new(None),
             orphans,
+            notices: RefCell::default(),
         })
     }
 
@@ -137,6 +142,19 @@ impl Events {
             reports: self.reporter.clone(),
             wake: Arc::clone(&self.wake),
         }
+    }
+
+    /// From now on, release notices come from `source` too, read on this thread, until
+    /// `stop_listening` or the subscription's end (`Notice::Broken`, the last it gives).
+    /// What it has already read is looked at now.
+    pub fn listen_to(&self, source: Box<dyn NoticeSource>) {
+        *self.notices.borrow_mut() = Some(source);
+        self.read_notices();
+    }
+
+    /// Ends the subscription given to `listen_to`, if it has not ended.
+    pub fn stop_listening(&self) {
+        self.notices.borrow_mut().take();
     }
 
     /// From now on, the exit (`Event::ChildExited`, once) and stops of the command's first
@@ -211,10 +229,13 @@ impl Events {
                 }
                 None => None,
             };
-            let [signals, wake] = self.poll(timeout);
+            let [signals, wake, notices] = self.poll(timeout);
             self.looked.set(true);
             if signals {
                 self.read_signals();
+            }
+            if notices {
+                self.read_notices();
             }
             if wake {
                 let mut count = 0u64;
@@ -231,13 +252,21 @@ impl Events {
         }
     }
 
-    /// Waits until the signals' descriptor or the wake-up's is readable, or `timeout`.
-    fn poll(&self, timeout: Option<Duration>) -> [bool; 2] {
-        let mut fds = [self.signals.as_raw_fd(), self.wake.as_raw_fd()].map(|fd| libc::pollfd {
+    /// Waits until the signals' descriptor, the wake-up's or the subscription's is
+    /// readable, or `timeout`.
+    fn poll(&self, timeout: Option<Duration>) -> [bool; 3] {
+        let notices = self.notices.borrow().as_ref().map(|source| source.fd());
+        let mut fds = [
+            self.signals.as_raw_fd(),
+            self.wake.as_raw_fd(),
+            notices.unwrap_or(-1),
+        ]
+        .map(|fd| libc::pollfd {
             fd,
             events: libc::POLLIN,
             revents: 0,
         });
+        let count: libc::nfds_t = if notices.is_some() { 3 } else { 2 };
         let timespec = timeout.map(|left| libc::timespec {
             tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
             tv_nsec: libc::c_long::from(left.subsec_nanos()),
@@ -245,13 +274,31 @@ impl Events {
         let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |timespec| {
             timespec as *const libc::timespec
         });
-        // SAFETY: `fds` and the timespec live on this frame; a null signal mask leaves the
-        // mask alone. An error (EINTR after a stop) is taken as a wake-up: the caller looks.
-        let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, timespec_ptr, std::ptr::null()) };
+        // SAFETY: `fds` and the timespec live on this frame, and `count` is at most its
+        // length; a null signal mask leaves the mask alone. An error (EINTR after a stop)
+        // is taken as a wake-up: the caller looks.
+        let ready = unsafe { libc::ppoll(fds.as_mut_ptr(), count, timespec_ptr, std::ptr::null()) };
         if ready <= 0 {
-            return [false, false];
+            return [false, false, false];
         }
+        // A hang-up or an error counts as readable: the read says what happened.
         fds.map(|fd| fd.revents != 0)
+    }
+
+    /// Turns what the subscription has read into an event; forgets a subscription that
+    /// has ended.
+    fn read_notices(&self) {
+        let mut notices = self.notices.borrow_mut();
+        let Some(source) = notices.as_mut() else {
+            return;
+        };
+        let Some(notice) = source.read() else {
+            return;
+        };
+        if matches!(notice, Notice::Broken(_)) {
+            notices.take();
+        }
+        self.read.borrow_mut().push_back(Event::Notice(notice));
     }
 
     /// Turns the pending signals into events.
@@ -312,6 +359,48 @@ mod tests {
         thread.join().unwrap();
         // The wake-up was consumed with the report: nothing more comes.
         assert!(events.try_iter().next().is_none());
+    }
+
+    /// A subscription whose messages are lines of text on a socket.
+    struct Lines(std::os::unix::net::UnixStream);
+
+    impl NoticeSource for Lines {
+        fn fd(&self) -> std::os::fd::RawFd {
+            self.0.as_raw_fd()
+        }
+
+        fn read(&mut self) -> Option<Notice> {
+            use std::io::Read;
+            let mut text = [0; 64];
+            match self.0.read(&mut text) {
+                Ok(0) => Some(Notice::Broken(anyhow::anyhow!("closed"))),
+                Ok(n) => Some(Notice::Released {
+                    by: String::from_utf8_lossy(&text[..n]).into_owned(),
+                }),
+                Err(_) => None,
+            }
+        }
+    }
+
+    #[test]
+    fn a_polled_subscription_is_read_on_the_loops_own_thread() {
+        use std::io::Write;
+        let (events, _) = events();
+        let (ours, mut server) = std::os::unix::net::UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        events.listen_to(Box::new(Lines(ours)));
+        server.write_all(b"t#1").unwrap();
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(event, Ok(Event::Notice(Notice::Released { by })) if by == "t#1"));
+        // Its end is the last it gives: the socket is not polled after that.
+        drop(server);
+        let event = events.recv_timeout(Duration::from_secs(10));
+        assert!(matches!(event, Ok(Event::Notice(Notice::Broken(_)))));
+        assert!(events.notices.borrow().is_none());
+        assert!(matches!(
+            events.recv_timeout(Duration::from_millis(20)),
+            Err(RecvTimeoutError::Timeout)
+        ));
     }
 
     #[test]

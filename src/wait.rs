@@ -243,7 +243,11 @@ impl<'a> Waiter<'a> {
         });
         let step = Instant::now();
         match self.backend.subscribe(forward, self.pacing.deadline) {
-            Ok(subscription) => {
+            Ok(mut subscription) => {
+                // No thread reads it: the loop polls its socket (see `event::Events`).
+                if let Some(source) = subscription.take_source() {
+                    self.events.listen_to(source);
+                }
                 self.listening = Listening::Subscribed {
                     _kept: subscription,
                 };
@@ -317,18 +321,21 @@ impl<'a> Waiter<'a> {
     /// Acts on an event from the loop's channel; `Some` ends the wait.
     fn hear(&mut self, event: Event) -> Option<Waited> {
         match event {
-            Event::Notice(Notice::Released { .. }) => {
+            Event::Notice(Notice::Released { by }) => {
+                // From a reader thread, the release is in `pending`; read by the loop
+                // itself, in the event.
                 let by = self
                     .pending
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .take()
-                    .unwrap_or_default();
+                    .unwrap_or(by);
                 report::verbose(format_args!("released by its holder; trying now"));
                 self.pacing.released(Instant::now(), &by);
             }
             Event::Notice(Notice::Broken(err)) => {
                 report::verbose(format_args!("{err:#}; subscribing again"));
+                self.events.stop_listening();
                 self.listening = Listening::Not;
             }
             Event::Signal { signal, .. } => return Some(Waited::Interrupted { signal }),
@@ -353,6 +360,13 @@ impl<'a> Waiter<'a> {
         if failure.counts {
             self.last_failure = Some(err);
         }
+    }
+}
+
+impl Drop for Waiter<'_> {
+    /// The wait is over: a subscription the loop polled ends with it.
+    fn drop(&mut self) {
+        self.events.stop_listening();
     }
 }
 

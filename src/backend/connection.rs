@@ -326,6 +326,12 @@ impl Link {
         self.endpoint.open_for(key.as_bytes(), at, until)
     }
 
+    /// Where a subscription may be read by the loop itself (`polled`): the one server's
+    /// address and credentials; `None` for any other deployment.
+    pub fn pollable(&self) -> Option<redis::ConnectionInfo> {
+        self.endpoint.pollable()
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

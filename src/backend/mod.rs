@@ -7,7 +7,8 @@
 //! - `connection`: deadlines on every command, redirections, script loading;
 //! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
 //! - `protocol`: the lock on one deployment, `notices` its subscription to release
-//!   notices; `quorum`: Redlock over several;
+//!   notices (`polled` where the run's loop reads it itself); `quorum`: Redlock over
+//!   several;
 //! - `vetting`: whether a server can keep a lock at all (eviction, a cluster node behind a
 //!   plain URL), asked along with the first acquisition on each connection;
 //! - `inspect`: reading and clearing locks for `status`, `list` and `release`, and
@@ -26,6 +27,7 @@ pub mod inspect;
 mod key;
 mod layout;
 mod notices;
+mod polled;
 mod protocol;
 mod quorum;
 mod scripts;
@@ -180,6 +182,21 @@ pub struct Subscription {
     stopped: Arc<AtomicBool>,
     /// With several Redlock nodes: one subscription per node, added as each comes up.
     parts: Option<SubscriptionParts>,
+    /// A subscription that no thread reads: the loop is to poll it (`take_source`).
+    source: Option<Box<dyn NoticeSource>>,
+}
+
+/// A subscription's socket, for the run's loop to poll and read itself (see `polled`),
+/// instead of a thread that reads it and passes each notice on.
+pub trait NoticeSource: Send {
+    /// The descriptor to poll for reading.
+    fn fd(&self) -> std::os::fd::RawFd;
+
+    /// Reads what has come, without blocking, and returns the notices in it coalesced:
+    /// the latest release, or `Notice::Broken` once the subscription has ended (nothing
+    /// comes through it after that). Whatever it has read is handed on: it never keeps a
+    /// complete message back for a later call.
+    fn read(&mut self) -> Option<Notice>;
 }
 
 /// The node subscriptions of a combined one, shared with the threads that make them:
@@ -213,7 +230,21 @@ impl Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
             parts: None,
+            source: None,
         }
+    }
+
+    /// A subscription that the loop reads itself: `source`, which the caller must poll.
+    pub fn polled(source: Box<dyn NoticeSource>) -> Subscription {
+        let mut subscription = Subscription::new();
+        subscription.source = Some(source);
+        subscription
+    }
+
+    /// The socket to poll, when no thread reads this subscription (once: the caller owns
+    /// it from then on, and dropping it ends the subscription).
+    pub fn take_source(&mut self) -> Option<Box<dyn NoticeSource>> {
+        self.source.take()
     }
 
     /// One subscription made of several (late ones included), ended together.
@@ -221,6 +252,7 @@ impl Subscription {
         Subscription {
             stopped: Arc::new(AtomicBool::new(false)),
             parts: Some(parts),
+            source: None,
         }
     }
 

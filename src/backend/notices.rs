@@ -24,6 +24,7 @@ use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, ServerErro
 use super::connection::Link;
 use super::error::{describe_error, is_permission_error, time_left, BackendError};
 use super::layout::Key;
+use super::polled;
 use super::{Notice, NoticeSink, Subscription};
 
 /// How often an idle subscriber thread looks up to see whether it is still wanted. It only
@@ -35,14 +36,21 @@ const MAX_REDIRECTS: u32 = 5;
 
 /// Subscribes to `channels` on the server that holds `key` (plain pub/sub). Returns once the
 /// subscription is active, so a release after this returns is never missed; gives up at
-/// `until`.
+/// `until`. With `polled`, where the server allows it (`polled::can_poll`), no thread reads
+/// the subscription: the caller takes its socket (`Subscription::take_source`) for the loop
+/// to poll, and `sink` is not used.
 pub fn subscribe(
     link: &mut Link,
     key: &Key,
     channels: [Key; 2],
     sink: NoticeSink,
     until: Instant,
+    polled: bool,
 ) -> Result<Subscription> {
+    if let Some(info) = link.pollable().filter(|_| polled) {
+        let source = polled::subscribe(&info, &channels, until, link.display())?;
+        return Ok(Subscription::polled(Box::new(source)));
+    }
     let mut connection = link.open_subscriber(key, None, until)?;
     let display = link.display().to_string();
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -204,7 +212,7 @@ pub fn cannot_subscribe(err: &anyhow::Error) -> bool {
 
 /// A failed subscription, described: `NoSubscription` for a server that lacks the
 /// command, as `describe_error` says otherwise.
-fn subscription_error(err: RedisError, display: &str) -> anyhow::Error {
+pub(super) fn subscription_error(err: RedisError, display: &str) -> anyhow::Error {
     if is_unknown_command(&err) {
         return anyhow::Error::new(NoSubscription(format!(
             "{display} does not know SUBSCRIBE (renamed away in its configuration?)"

@@ -75,6 +75,40 @@ pub struct SingleRedis {
 }
 
 impl SingleRedis {
+    /// Subscribes to release notices (`LockBackend::subscribe`); with `polled`, the
+    /// subscription is left for the caller's loop to read where the server allows it (see
+    /// `notices::subscribe`), otherwise a thread reads it and passes notices to `sink`.
+    pub fn subscribe_by(
+        &mut self,
+        sink: NoticeSink,
+        deadline: Option<Instant>,
+        polled: bool,
+    ) -> Result<Subscription> {
+        let until = budget_end(self.link.timeout(), deadline);
+        // Its own channel, where a release wakes it when it is first in the queue, and the
+        // lock's, where a release is announced when nobody is queued. (A holder listens on
+        // its own channel alone, on a connection of its own: `HolderListener`.)
+        let channels = [
+            self.channels.wake(&self.lock.token),
+            self.channels.release.clone(),
+        ];
+        let subscription = if self.channels.sharded {
+            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink, until)
+        } else {
+            notices::subscribe(
+                &mut self.link,
+                &self.lock.key,
+                channels,
+                sink,
+                until,
+                polled,
+            )
+        };
+        let subscription = subscription.context("cannot subscribe to release notices")?;
+        self.listening = true;
+        Ok(subscription)
+    }
+
     /// Prepares the client; connects on first use.
     pub fn new(
         target: &RedisTarget,
@@ -549,23 +583,10 @@ impl LockBackend for SingleRedis {
         }
     }
 
+    /// Subscribes with a socket that the waiter's loop polls itself, where the server
+    /// allows it (see `polled`).
     fn subscribe(&mut self, sink: NoticeSink, deadline: Option<Instant>) -> Result<Subscription> {
-        let until = budget_end(self.link.timeout(), deadline);
-        // Its own channel, where a release wakes it when it is first in the queue, and the
-        // lock's, where a release is announced when nobody is queued. (A holder listens on
-        // its own channel alone, on a connection of its own: `HolderListener`.)
-        let channels = [
-            self.channels.wake(&self.lock.token),
-            self.channels.release.clone(),
-        ];
-        let subscription = if self.channels.sharded {
-            notices::subscribe_sharded(&mut self.link, &self.lock.key, channels, sink, until)
-        } else {
-            notices::subscribe(&mut self.link, &self.lock.key, channels, sink, until)
-        };
-        let subscription = subscription.context("cannot subscribe to release notices")?;
-        self.listening = true;
-        Ok(subscription)
+        self.subscribe_by(sink, deadline, true)
     }
 
     fn takeover_listener(&self) -> Option<Box<dyn TakeoverListener>> {
@@ -634,7 +655,7 @@ impl HolderListener {
         let subscription = if self.sharded {
             notices::subscribe_sharded(&mut self.link, &self.key, channels, sink, until)
         } else {
-            notices::subscribe(&mut self.link, &self.key, channels, sink, until)
+            notices::subscribe(&mut self.link, &self.key, channels, sink, until, false)
         };
         subscription.context("cannot listen for a takeover")
     }

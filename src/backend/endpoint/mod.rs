@@ -198,6 +198,17 @@ impl Endpoint {
         Ok(connection)
     }
 
+    /// The one server's address and credentials, where a subscription to it may be read by
+    /// the loop itself (`polled::can_poll`); `None` otherwise.
+    pub fn pollable(&self) -> Option<ConnectionInfo> {
+        match &self.kind {
+            Kind::Server(client) => Some(client.get_connection_info())
+                .filter(|info| super::polled::can_poll(info))
+                .cloned(),
+            Kind::Sentinel(_) | Kind::Cluster(_) => None,
+        }
+    }
+
     /// The address of every server that holds keys: "" for a plain server or a Sentinel's
     /// master, every master of a cluster (from a fresh map).
     pub fn masters(&mut self, until: Instant) -> Result<Vec<String>> {

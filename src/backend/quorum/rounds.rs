@@ -326,7 +326,7 @@ fn serve(index: usize, mut node: SingleRedis, jobs: &Receiver<Job>, replies: &Se
                 ending,
             } => Answer::Release(node.release_announcing(keep_for, deadline, &notice, ending)),
             Work::Subscribe { sink, parts, until } => Answer::Subscribe(
-                node.subscribe(sink, Some(until))
+                node.subscribe_by(sink, Some(until), false)
                     .map(|part| parts.add(part)),
             ),
             Work::RecordSuccess => {
