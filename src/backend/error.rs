@@ -293,3 +293,41 @@ mod tests {
         assert!(is_transient(&describe_error(past, "redis://h:1")));
     }
 }
+
+/// A server without the subscription commands: no release notice can be heard from it,
+/// so a waiter looks often instead, as it does when its ACL refuses the channel.
+#[derive(Debug)]
+pub struct NoSubscription(String);
+
+impl std::fmt::Display for NoSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoSubscription {}
+
+/// Whether `err` says the server cannot carry a subscription at all.
+pub fn cannot_subscribe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|cause| cause.downcast_ref::<NoSubscription>().is_some())
+}
+
+/// A failed subscription, described: `NoSubscription` for a server that lacks the
+/// command, as `describe_error` says otherwise.
+pub(super) fn subscription_error(err: RedisError, display: &str) -> anyhow::Error {
+    if is_unknown_command(&err) {
+        return anyhow::Error::new(NoSubscription(format!(
+            "{display} does not know SUBSCRIBE (renamed away in its configuration?)"
+        )));
+    }
+    describe_error(err, display)
+}
+
+/// The server does not know the command: it was renamed away (`rename-command SUBSCRIBE
+/// ""`), or this is not Redis itself but something that speaks its protocol.
+pub(super) fn is_unknown_command(err: &RedisError) -> bool {
+    err.to_string()
+        .to_ascii_lowercase()
+        .contains("unknown command")
+}

@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+pub use error::cannot_subscribe;
 pub use error::{is_refused_by_acl, is_transient, is_try_later};
 pub use key::shown;
 pub use layout::Recording;
@@ -47,7 +48,6 @@ pub use layout::{
     colocates, lock_of_internal_key, shares_keys_with, Holder, Key, LockRequest, Once, MAX_KEY_LEN,
     MAX_LABEL_LEN, MAX_LIMIT,
 };
-pub use notices::cannot_subscribe;
 /// The replies of the scripts, read by the fuzz targets as the backend reads them.
 pub(crate) use scripts::{AcquireReply, Acquisition, Extended, PeekReply};
 pub use target::{holds_secret, Deployment, Password, Sources};

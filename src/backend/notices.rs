@@ -22,7 +22,10 @@ use anyhow::{anyhow, Context, Result};
 use redis::{Connection, ErrorKind, PushKind, RedisError, RedisResult, ServerErrorKind, Value};
 
 use super::connection::Link;
-use super::error::{describe_error, is_permission_error, time_left, BackendError};
+use super::error::{
+    describe_error, is_permission_error, is_unknown_command, subscription_error, time_left,
+    BackendError,
+};
 use super::layout::Key;
 use super::polled;
 use super::{Notice, NoticeSink, Subscription};
@@ -181,44 +184,6 @@ fn shard_subscribe(connection: &mut Connection, channels: &[Key; 2]) -> RedisRes
 /// this user may not use it.
 fn lacks_sharded_pubsub(err: &RedisError) -> bool {
     is_permission_error(err) || is_unknown_command(err)
-}
-
-/// The server does not know the command: it was renamed away (`rename-command SUBSCRIBE
-/// ""`), or this is not Redis itself but something that speaks its protocol.
-fn is_unknown_command(err: &RedisError) -> bool {
-    err.to_string()
-        .to_ascii_lowercase()
-        .contains("unknown command")
-}
-
-/// A server without the subscription commands: no release notice can be heard from it,
-/// so a waiter looks often instead, as it does when its ACL refuses the channel.
-#[derive(Debug)]
-pub struct NoSubscription(String);
-
-impl std::fmt::Display for NoSubscription {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for NoSubscription {}
-
-/// Whether `err` says the server cannot carry a subscription at all.
-pub fn cannot_subscribe(err: &anyhow::Error) -> bool {
-    err.chain()
-        .any(|cause| cause.downcast_ref::<NoSubscription>().is_some())
-}
-
-/// A failed subscription, described: `NoSubscription` for a server that lacks the
-/// command, as `describe_error` says otherwise.
-pub(super) fn subscription_error(err: RedisError, display: &str) -> anyhow::Error {
-    if is_unknown_command(&err) {
-        return anyhow::Error::new(NoSubscription(format!(
-            "{display} does not know SUBSCRIBE (renamed away in its configuration?)"
-        )));
-    }
-    describe_error(err, display)
 }
 
 /// Sends `verb` with `channels` and reads until each channel is confirmed; an error reply

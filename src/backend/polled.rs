@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use redis::{ConnectionAddr, ConnectionInfo, RedisError, RedisResult, Value};
 
+use super::error::subscription_error;
 use super::error::{describe_error, time_left};
 use super::layout::Key;
-use super::notices::subscription_error;
 use super::Notice;
 
 /// The most one message may take: a release notice names a holder in a few hundred bytes.
