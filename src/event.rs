@@ -268,7 +268,9 @@ impl Events {
         });
         let count: libc::nfds_t = if notices.is_some() { 3 } else { 2 };
         let timespec = timeout.map(|left| libc::timespec {
-            tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
+            // At most i32::MAX seconds (68 years), which fits time_t whatever its width on
+            // the target (musl deprecates naming the type).
+            tv_sec: i32::try_from(left.as_secs()).unwrap_or(i32::MAX).into(),
             tv_nsec: libc::c_long::from(left.subsec_nanos()),
         });
         let timespec_ptr = timespec.as_ref().map_or(std::ptr::null(), |timespec| {
