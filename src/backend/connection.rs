@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use redis::{
-    Cmd, Connection, ConnectionLike, ErrorKind, FromRedisValue, RedisError, RedisResult, Script,
+    Cmd, Connection, ConnectionLike, ErrorKind, FromRedisValue, RedisError, RedisResult,
     ServerErrorKind,
 };
 
 use super::endpoint::{Endpoint, Target};
 use super::error::{describe_error, is_permission_error, time_left, BackendError};
 use super::key::Key;
-use super::scripts::{self, Call};
+use super::scripts::{self, Call, LuaScript};
 use super::target::RedisTarget;
 use super::vetting::{self, Facts, Prelude};
 
@@ -105,16 +105,12 @@ impl Session<'_> {
     /// sent whole.
     pub fn eval<T: FromRedisValue>(
         &mut self,
-        script: &Script,
+        script: &LuaScript,
         keys: &[&Key],
         args: &[&[u8]],
     ) -> Result<T> {
         let mut evalsha = redis::cmd("EVALSHA");
-        evalsha
-            .arg(script.get_hash())
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
+        evalsha.arg(script.sha1).arg(keys.len()).arg(keys).arg(args);
         // Every key of one lock shares a hash slot: the first one routes the script.
         let key = keys.first().map(|key| key.as_bytes());
         let run = |connection: &mut dyn ConnectionLike, asking: bool| {
@@ -130,8 +126,8 @@ impl Session<'_> {
         }
         let load_and_run = |connection: &mut dyn ConnectionLike, asking: bool| {
             let mut pipe = redis::pipe();
-            for source in scripts::ALL {
-                pipe.cmd("SCRIPT").arg("LOAD").arg(source).ignore();
+            for loaded in scripts::ALL {
+                pipe.cmd("SCRIPT").arg("LOAD").arg(loaded.source).ignore();
             }
             if asking {
                 pipe.cmd("ASKING").ignore();
@@ -149,10 +145,7 @@ impl Session<'_> {
             }
         }
         let mut eval = redis::cmd("EVAL");
-        eval.arg(scripts::source_of(script))
-            .arg(keys.len())
-            .arg(keys)
-            .arg(args);
+        eval.arg(script.source).arg(keys.len()).arg(keys).arg(args);
         let run_source = |connection: &mut dyn ConnectionLike, asking: bool| {
             if !asking {
                 return eval.query(connection);

@@ -553,3 +553,24 @@ fn recording_outcomes_are_read_from_the_replies() {
     let forced: ForceReply = redis::from_redis_value(Int(2)).unwrap();
     assert_eq!(forced.forced, Forced::DeletedUnannounced);
 }
+
+/// The digests build.rs computed are the ones Redis knows each script by: the redis
+/// crate's hashing of the same source (Redis's own SHA-1, as `SCRIPT LOAD` answers it).
+/// A script edited without build.rs running again, or hashed without its prelude, would be
+/// sent by a SHA that no server has, and loaded again at every run.
+#[test]
+fn each_script_is_sent_by_the_sha1_of_its_whole_source() {
+    for script in ALL {
+        assert!(script.source.starts_with(include_str!("prelude.lua")));
+        assert_eq!(
+            script.sha1,
+            redis::Script::new(script.source).get_hash(),
+            "{}",
+            script.source.lines().nth(1).unwrap_or_default()
+        );
+    }
+    let mut digests: Vec<&str> = ALL.iter().map(|script| script.sha1).collect();
+    digests.sort_unstable();
+    digests.dedup();
+    assert_eq!(digests.len(), ALL.len(), "two scripts share a digest");
+}
