@@ -24,7 +24,8 @@ const SCRIPTS: [&str; 9] = [
 ];
 
 fn main() {
-    let dir = Path::new("src/backend/scripts");
+    let manifest = env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let dir = Path::new(&manifest).join("src/backend/scripts");
     let read = |name: &str| {
         let path = dir.join(format!("{name}.lua"));
         println!("cargo:rerun-if-changed={}", path.display());

@@ -556,17 +556,25 @@ fn recording_outcomes_are_read_from_the_replies() {
 
 /// The digests build.rs computed are the ones Redis knows each script by: the redis
 /// crate's hashing of the same source (Redis's own SHA-1, as `SCRIPT LOAD` answers it).
-/// A script edited without build.rs running again, or hashed without its prelude, would be
-/// sent by a SHA that no server has, and loaded again at every run.
+/// A digest of other bytes (a script hashed without its prelude, or a stale one) names a
+/// script no server has: every call of it would fail with NOSCRIPT after loading them all
+/// (or, for a user who may not `SCRIPT LOAD`, send the whole source by EVAL every time).
 #[test]
 fn each_script_is_sent_by_the_sha1_of_its_whole_source() {
-    for script in ALL {
-        assert!(script.source.starts_with(include_str!("prelude.lua")));
+    let prelude = include_str!("prelude.lua");
+    for (at, script) in ALL.iter().enumerate() {
+        assert!(
+            script.source.starts_with(prelude),
+            "script {at}: no prelude"
+        );
         assert_eq!(
             script.sha1,
             redis::Script::new(script.source).get_hash(),
-            "{}",
-            script.source.lines().nth(1).unwrap_or_default()
+            "script {at}, which begins {:?}",
+            script.source[prelude.len()..]
+                .lines()
+                .next()
+                .unwrap_or_default()
         );
     }
     let mut digests: Vec<&str> = ALL.iter().map(|script| script.sha1).collect();
