@@ -17,84 +17,19 @@ use super::key::Key;
 use super::layout::Channels;
 use super::Released;
 
-/// A script's source with `scripts/prelude.lua` (`call`, which names a command the ACL
-/// refuses, and `read`) before it.
-macro_rules! with_prelude {
-    ($file:literal) => {
-        concat!(include_str!("scripts/prelude.lua"), include_str!($file))
-    };
-}
-
-const ACQUIRE_LUA: &str = with_prelude!("scripts/acquire.lua");
-const RENEW_LUA: &str = with_prelude!("scripts/renew.lua");
-const RELEASE_LUA: &str = with_prelude!("scripts/release.lua");
-const LEAVE_QUEUE_LUA: &str = with_prelude!("scripts/leave_queue.lua");
-const FORCE_RELEASE_LUA: &str = with_prelude!("scripts/force_release.lua");
-const PEEK_LUA: &str = with_prelude!("scripts/peek.lua");
-const RAISE_FENCE_LUA: &str = with_prelude!("scripts/raise_fence.lua");
-const COUNTERS_LUA: &str = with_prelude!("scripts/counters.lua");
-const DRY_RUN_LUA: &str = with_prelude!("scripts/dry_run.lua");
-
-// The SHA-1 of each source above, computed by build.rs (`<NAME>_SHA1`).
-include!(concat!(env!("OUT_DIR"), "/script_sha1.rs"));
-
 /// A script and the SHA-1 that Redis knows it by, both fixed at build time: hashing the
 /// sources when the program starts cost every run about 0.1 ms before its first request.
 #[derive(Debug)]
 pub(super) struct LuaScript {
+    /// `scripts/prelude.lua` (`call`, which names a command the ACL refuses, and `read`),
+    /// then the script's own file.
     pub source: &'static str,
     pub sha1: &'static str,
 }
 
-pub(super) const ACQUIRE: LuaScript = LuaScript {
-    source: ACQUIRE_LUA,
-    sha1: ACQUIRE_SHA1,
-};
-pub(super) const RENEW: LuaScript = LuaScript {
-    source: RENEW_LUA,
-    sha1: RENEW_SHA1,
-};
-pub(super) const RELEASE: LuaScript = LuaScript {
-    source: RELEASE_LUA,
-    sha1: RELEASE_SHA1,
-};
-pub(super) const LEAVE_QUEUE: LuaScript = LuaScript {
-    source: LEAVE_QUEUE_LUA,
-    sha1: LEAVE_QUEUE_SHA1,
-};
-pub(super) const FORCE_RELEASE: LuaScript = LuaScript {
-    source: FORCE_RELEASE_LUA,
-    sha1: FORCE_RELEASE_SHA1,
-};
-pub(super) const PEEK: LuaScript = LuaScript {
-    source: PEEK_LUA,
-    sha1: PEEK_SHA1,
-};
-pub(super) const RAISE_FENCE: LuaScript = LuaScript {
-    source: RAISE_FENCE_LUA,
-    sha1: RAISE_FENCE_SHA1,
-};
-pub(super) const COUNTERS: LuaScript = LuaScript {
-    source: COUNTERS_LUA,
-    sha1: COUNTERS_SHA1,
-};
-pub(super) const DRY_RUN: LuaScript = LuaScript {
-    source: DRY_RUN_LUA,
-    sha1: DRY_RUN_SHA1,
-};
-
-/// Every script, loaded together the first time a server says it lacks one.
-pub(super) const ALL: [&LuaScript; 9] = [
-    &ACQUIRE,
-    &RENEW,
-    &RELEASE,
-    &LEAVE_QUEUE,
-    &FORCE_RELEASE,
-    &PEEK,
-    &RAISE_FENCE,
-    &COUNTERS,
-    &DRY_RUN,
-];
+// One `LuaScript` per `scripts/*.lua` file but the prelude, named after it (`acquire.lua`
+// is `ACQUIRE`), and `ALL`: written by build.rs, which computes the digests.
+include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
 
 /// One script's contract: its KEYS and ARGV, named as its header names them, built from
 /// named fields, and the type its reply is read into.
