@@ -229,6 +229,10 @@ impl Events {
                 }
                 None => None,
             };
+            if self.notices_read_already() {
+                self.read_notices();
+                continue;
+            }
             let [signals, wake, notices] = self.poll(timeout);
             self.looked.set(true);
             if signals {
@@ -285,6 +289,15 @@ impl Events {
         }
         // A hang-up or an error counts as readable: the read says what happened.
         fds.map(|fd| fd.revents != 0)
+    }
+
+    /// Whether the subscription holds a notice read off its socket by a command sent over
+    /// it (see `NoticeSource::has_read`): the socket's poll would not say so.
+    fn notices_read_already(&self) -> bool {
+        self.notices
+            .borrow()
+            .as_ref()
+            .is_some_and(|source| source.has_read())
     }
 
     /// Turns what the subscription has read into an event; forgets a subscription that

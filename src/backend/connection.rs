@@ -21,6 +21,7 @@ use redis::{
 use super::endpoint::{Endpoint, Target};
 use super::error::{describe_error, is_permission_error, time_left, BackendError};
 use super::key::Key;
+use super::polled::SubscribedWire;
 use super::scripts::{self, Call, LuaScript};
 use super::target::RedisTarget;
 use super::vetting::{self, Facts, Prelude};
@@ -191,15 +192,14 @@ impl Session<'_> {
             };
             let (address, node) = self.endpoint.node(target, Instant::now() + limit)?;
             let node_replicas = node.replicas;
-            let connection = &mut node.connection;
             // Connecting took some of the time.
             let limit = match time_left(self.timeout, self.deadline) {
                 Ok(limit) => limit,
                 Err(err) => return Err(describe_error(err, &self.display())),
             };
-            let armed = connection
-                .set_read_timeout(Some(limit))
-                .and_then(|()| connection.set_write_timeout(Some(limit)));
+            let mut guard = None;
+            let connection = node.connection.wire(&mut guard);
+            let armed = connection.set_limit(limit);
             let asking = matches!(redirect, Some((_, true)));
             let questions = (self.vet && node.facts.is_none()).then(vetting::questions);
             let mut connection = Prelude::new(connection, questions.as_ref().map(|q| &q[..]));
@@ -209,6 +209,7 @@ impl Session<'_> {
             if let Some(answers) = connection.answers.take() {
                 node.facts = Some(vetting::facts_from(&answers, connection.inner));
             }
+            drop(guard);
             if self.vet {
                 self.facts = node.facts.clone();
             }
@@ -317,6 +318,12 @@ impl Link {
         until: Instant,
     ) -> Result<Connection> {
         self.endpoint.open_for(key.as_bytes(), at, until)
+    }
+
+    /// From now on, commands go over `subscribed`, a waiter's subscription that can carry
+    /// them, while it lives (`Endpoint::lend`).
+    pub fn lend(&mut self, subscribed: &SubscribedWire) {
+        self.endpoint.lend(subscribed);
     }
 
     /// Where a subscription may be read by the loop itself (`polled`): the one server's

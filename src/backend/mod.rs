@@ -4,7 +4,8 @@
 //! - `error`: what a failure is, and whether it may pass;
 //! - `target`: the URLs the user gave, checked and redacted;
 //! - `endpoint`: which server a command goes to (one server, Sentinel, Cluster discovery);
-//! - `connection`: deadlines on every command, redirections, script loading;
+//! - `connection`: deadlines on every command, redirections, script loading; `wire` what
+//!   the commands travel over (a connection, or a waiter's RESP3 subscription);
 //! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
 //! - `protocol`: the lock on one deployment, `notices` its subscription to release
 //!   notices (`polled` where the run's loop reads it itself); `quorum`: Redlock over
@@ -33,6 +34,7 @@ mod quorum;
 mod scripts;
 mod target;
 mod vetting;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -197,6 +199,13 @@ pub trait NoticeSource: Send {
     /// comes through it after that). Whatever it has read is handed on: it never keeps a
     /// complete message back for a later call.
     fn read(&mut self) -> Option<Notice>;
+
+    /// Whether something was taken off the socket for `read` to hand on although the socket
+    /// may not be readable (a command sent over the subscription read a notice that came
+    /// before its reply): the loop then reads before it polls.
+    fn has_read(&self) -> bool {
+        false
+    }
 }
 
 /// The node subscriptions of a combined one, shared with the threads that make them:

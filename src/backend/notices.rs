@@ -52,6 +52,11 @@ pub fn subscribe(
 ) -> Result<Subscription> {
     if let Some(info) = link.pollable().filter(|_| polled) {
         let source = polled::subscribe(&info, &channels, until, link.display())?;
+        // Where the server speaks RESP3, the acquisitions a notice calls for go over the
+        // subscription's own connection: no connection is made between the two.
+        if let Some(commands) = source.commands() {
+            link.lend(&commands);
+        }
         return Ok(Subscription::polled(Box::new(source)));
     }
     let mut connection = link.open_subscriber(key, None, until)?;

@@ -16,7 +16,9 @@
 //! What this module does not own: when the check is made (`protocol`), what a refusal
 //! does to a quorum (`quorum`).
 
-use redis::{Cmd, Connection, ConnectionLike, RedisResult, Value};
+use redis::{Cmd, ConnectionLike, RedisResult, Value};
+
+use super::wire::Wire;
 
 /// What one server said of itself, for one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +134,7 @@ pub fn questions() -> [Cmd; 2] {
 
 /// What the replies to `questions` say; where `INFO` was refused, asks `CONFIG GET` on
 /// `connection` (one more round trip, for a user that may not run `INFO`).
-pub fn facts_from(replies: &[Value], connection: &mut Connection) -> Facts {
+pub fn facts_from(replies: &[Value], connection: &mut dyn ConnectionLike) -> Facts {
     let text = |reply: Option<&Value>| match reply {
         Some(Value::BulkString(bytes)) => Ok(String::from_utf8_lossy(bytes).into_owned()),
         Some(Value::VerbatimString { text, .. }) => Ok(text.clone()),
@@ -188,7 +190,7 @@ pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// `CONFIG GET maxmemory*`: the limit and the policy, among others.
-fn memory_from_config(connection: &mut Connection) -> Result<Memory, String> {
+fn memory_from_config(connection: &mut dyn ConnectionLike) -> Result<Memory, String> {
     let reply: RedisResult<Value> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory*")
@@ -253,7 +255,7 @@ fn field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 /// A connection whose next request carries `questions` first, in the same write: their
 /// replies are kept apart (`answers`) and the request's own returned as if alone.
 pub struct Prelude<'a> {
-    pub inner: &'a mut Connection,
+    pub inner: &'a mut dyn Wire,
     pending: Option<Vec<u8>>,
     asked: usize,
     pub answers: Option<Vec<Value>>,
@@ -261,7 +263,7 @@ pub struct Prelude<'a> {
 
 impl<'a> Prelude<'a> {
     /// `questions` go with the next request; none when `None`.
-    pub fn new(inner: &'a mut Connection, questions: Option<&[Cmd]>) -> Prelude<'a> {
+    pub fn new(inner: &'a mut dyn Wire, questions: Option<&[Cmd]>) -> Prelude<'a> {
         let asked = questions.map_or(0, <[Cmd]>::len);
         let pending = questions.map(|questions| {
             let mut pipe = redis::pipe();
@@ -284,10 +286,10 @@ impl<'a> Prelude<'a> {
             return self.inner.req_packed_commands(cmd, skip, count);
         };
         packed.extend_from_slice(cmd);
-        self.inner.send_packed_command(&packed)?;
+        self.inner.send_packed(&packed)?;
         let mut replies = Vec::with_capacity(self.asked + skip + count);
         while replies.len() < self.asked + skip + count {
-            match self.inner.recv_response() {
+            match self.inner.recv() {
                 Ok(reply) => replies.push(reply),
                 // A server that turns a new connection away (at its client limit) answers
                 // its first command with why, and hangs up: that is the answer, not the

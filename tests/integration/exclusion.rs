@@ -176,6 +176,63 @@ fn waiter_is_woken_promptly_without_polling() {
     assert_eq!(server.dbsize(), 0);
 }
 
+/// A waiter woken by a release takes the lock over the connection the notice came on (it
+/// speaks RESP3 there, where a reply and a notice cannot be mistaken for each other): no
+/// connection is made between the notice and the acquisition. The lock it took is then
+/// released over that same connection, which unsubscribes in the release's own write.
+#[test]
+fn a_woken_waiter_takes_the_lock_over_its_subscription() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("wire");
+    let holder = hold(server.cmd().args(["-k", "wire", "-t", "120s"]), &dir, "h");
+    let job = Job::new(&dir, "w");
+    let script = dir.script("w", &job.body());
+    let mut waiter = server
+        .cmd()
+        .args(["-k", "wire", "-t", "120s", "--"])
+        .arg(&script)
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to queue", || {
+        server.zcard("{redlock:wire}:queue") == 1
+    });
+    let before = server.command_stats();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter.wait_for_file(&dir.join("w.ready"), Duration::from_secs(15));
+    // Holding: its last command on the subscription's connection was the acquisition.
+    let carriers: Vec<_> = server
+        .clients()
+        .into_iter()
+        .filter(|client| {
+            let field = |name: &str| {
+                client
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_str())
+            };
+            field("sub") == Some("2") && field("cmd") == Some("evalsha")
+        })
+        .collect();
+    assert_eq!(
+        carriers.len(),
+        1,
+        "no subscribed client took the lock: {:?}",
+        server.clients()
+    );
+    fs::write(dir.join("w.go"), "").unwrap();
+    waiter.wait().assert_code(0);
+    assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
+    let calls = |stats: &[(String, u64)], name: &str| {
+        stats.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c)
+    };
+    let after = server.command_stats();
+    assert_eq!(
+        calls(&after, "unsubscribe") - calls(&before, "unsubscribe"),
+        1,
+        "the waiter's release did not unsubscribe first: {after:?}"
+    );
+}
+
 fn connections_received(server: &RedisServer) -> u64 {
     server
         .info("stats")

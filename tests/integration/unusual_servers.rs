@@ -1,8 +1,9 @@
 //! Servers a lock is not safe on, or that are not what the URL says: one that may evict the
 //! lock's key under memory pressure (refused before the command runs, unless
 //! `--allow-eviction`), a Redis Cluster node behind a plain `redis://` URL, a port that is
-//! not Redis at all, a URL that asks for RESP3, and a server whose `SUBSCRIBE` was renamed
-//! away (its waiters poll).
+//! not Redis at all, a URL that asks for RESP3, a server whose `SUBSCRIBE` was renamed
+//! away (its waiters poll), and one whose `HELLO` was (its waiters' subscriptions stay
+//! RESP2).
 //!
 //! What this module does not own: the ACL side of the eviction check (a user without
 //! `CONFIG`), which `acl.rs` tests with docs/security.md's minimal user.
@@ -248,6 +249,41 @@ fn without_subscribe_waiters_poll() {
         "the waiter waited for the TTL: {:?}",
         let_go.elapsed()
     );
+}
+
+/// `HELLO` renamed away (or a server before Redis 6): the subscription stays RESP2, a
+/// woken waiter takes the lock over a connection of its own as before, and is still woken by
+/// the release, not by the holder's TTL (far longer than the test).
+#[test]
+fn without_hello_waiters_are_woken_the_old_way() {
+    let server = RedisServer::start_with(ServerOptions {
+        args: vec!["--rename-command".into(), "HELLO".into(), String::new()],
+        ..ServerOptions::default()
+    });
+    let dir = TempDir::new("nohello");
+    let holder = hold(server.cmd().args(["-k", "nh", "--ttl", "60s"]), &dir, "h");
+    let waiter = server
+        .cmd()
+        .args(["-k", "nh", "--wait", "50s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to queue", || {
+        server.zcard("{redlock:nh}:queue") == 1
+    });
+    let let_go = Instant::now();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter
+        .wait()
+        .assert_code(0)
+        .assert_stderr_lacks("without release notices");
+    assert!(dir.exists("waited"));
+    assert!(
+        let_go.elapsed() < Duration::from_secs(20),
+        "the waiter waited for the TTL: {:?}",
+        let_go.elapsed()
+    );
+    assert_eq!(server.dbsize(), 0, "keys left: {:?}", server.keys());
 }
 
 /// A server with PUBLISH renamed away (its operator's choice, not this user's ACL) takes

@@ -32,6 +32,7 @@ pub(crate) use cluster::parse_slots;
 pub(crate) use sentinel::master_address;
 
 use std::collections::HashMap;
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -41,7 +42,9 @@ use redis::{
 };
 
 use super::error::{describe_error, time_left};
+use super::polled::{self, SharedWire, SubscribedWire};
 use super::vetting::Facts;
+use super::wire::Wire;
 use cluster::Cluster;
 use sentinel::Sentinels;
 
@@ -57,6 +60,9 @@ pub struct Endpoint {
     /// commands. Trusted for `FACTS_KEPT` at most: a wait may last hours, and a policy
     /// changed meanwhile (`CONFIG SET maxmemory-policy`) must be seen before a lock is taken.
     rested: HashMap<String, (Facts, Instant)>,
+    /// A waiter's subscription to the one server that commands may be sent over (RESP3,
+    /// see `polled`), while it lives: used instead of opening a connection of its own.
+    lent: Option<Weak<SharedWire>>,
 }
 
 /// How long what a server said of itself is trusted for a waiter's later tries.
@@ -64,12 +70,42 @@ const FACTS_KEPT: Duration = Duration::from_secs(60);
 
 /// An open connection to one server.
 pub struct Node {
-    pub connection: Connection,
+    pub connection: NodeConnection,
     /// How many replicas this master had when connected; `None` when not asked (a plain
     /// server: nothing would fail over to them by itself).
     pub replicas: Option<usize>,
     /// What the server said of itself on this connection (`vetting`), once asked.
     pub facts: Option<Facts>,
+}
+
+/// What a node's commands travel over.
+pub enum NodeConnection {
+    /// A connection of its own.
+    Own(Connection),
+    /// A waiter's subscription, lent (`Endpoint::lend`): its acquisitions go where its
+    /// release notices come from, with no connection made between the two. Kept after the
+    /// subscription's reader has gone (the wait is over) while this node lives: the lock
+    /// just taken is then renewed and released over it.
+    Subscription(SubscribedWire),
+}
+
+impl NodeConnection {
+    /// The wire, for as long as `guard` lives.
+    pub fn wire<'g, 'a: 'g>(
+        &'a mut self,
+        guard: &'g mut Option<polled::WireGuard<'a>>,
+    ) -> &'g mut dyn Wire {
+        match self {
+            NodeConnection::Own(connection) => connection,
+            NodeConnection::Subscription(subscribed) => &mut **guard.insert(subscribed.lock()),
+        }
+    }
+}
+
+impl From<Connection> for NodeConnection {
+    fn from(connection: Connection) -> NodeConnection {
+        NodeConnection::Own(connection)
+    }
 }
 
 /// Where a command should go.
@@ -126,6 +162,7 @@ impl Endpoint {
             display: display.to_string(),
             connections: HashMap::new(),
             rested: HashMap::new(),
+            lent: None,
         })
     }
 
@@ -148,8 +185,26 @@ impl Endpoint {
                 },
             },
         };
+        // A subscription that ended since it carried the last command is not sent another.
+        if let Some(Node {
+            connection: NodeConnection::Subscription(subscribed),
+            ..
+        }) = self.connections.get(&address)
+        {
+            if subscribed.is_broken() {
+                self.connections.remove(&address);
+            }
+        }
         if !self.connections.contains_key(&address) {
-            let mut node = self.open(&address, until, true)?;
+            let lent = self.lent.as_ref().and_then(SubscribedWire::from_weak);
+            let mut node = match lent.filter(|_| address.is_empty()) {
+                Some(subscribed) => Node {
+                    connection: NodeConnection::Subscription(subscribed),
+                    replicas: None,
+                    facts: None,
+                },
+                None => self.open(&address, until, true)?,
+            };
             node.facts = self
                 .rested
                 .get(&address)
@@ -189,7 +244,10 @@ impl Endpoint {
                     .and_then(|info| connect(info, until));
                 opened.map_err(|err| describe_error(err, &display))?
             }
-            Kind::Server(_) | Kind::Sentinel(_) => self.open("", until, false)?.connection,
+            Kind::Server(_) | Kind::Sentinel(_) => match self.open("", until, false)?.connection {
+                NodeConnection::Own(connection) => connection,
+                NodeConnection::Subscription(_) => unreachable!("`open` opens a connection"),
+            },
         };
         let clear = connection
             .set_read_timeout(None)
@@ -206,6 +264,16 @@ impl Endpoint {
                 .filter(|info| super::polled::can_poll(info))
                 .cloned(),
             Kind::Sentinel(_) | Kind::Cluster(_) => None,
+        }
+    }
+
+    /// From now on, commands to the one server go over `subscribed` (a waiter's RESP3
+    /// subscription, see `polled`) while it lives, instead of a connection of their own; the
+    /// command connection is closed at once (`rest`), so that a waiter holds one connection.
+    pub fn lend(&mut self, subscribed: &SubscribedWire) {
+        if matches!(self.kind, Kind::Server(_)) {
+            self.rest();
+            self.lent = Some(subscribed.downgrade());
         }
     }
 
@@ -228,7 +296,21 @@ impl Endpoint {
     /// Drops every connection (after a failure, one of them may hold a late reply, or lead
     /// to a server that is no longer the master); the next call reconnects.
     pub fn disconnect(&mut self) {
-        self.connections.clear();
+        // A subscription that carried a failed command may still bring its late reply: it
+        // ends, and the waiter subscribes again.
+        for (_, node) in self.connections.drain() {
+            if let NodeConnection::Subscription(subscribed) = node.connection {
+                subscribed.break_off();
+            }
+        }
+        if let Some(subscribed) = self
+            .lent
+            .take()
+            .as_ref()
+            .and_then(SubscribedWire::from_weak)
+        {
+            subscribed.break_off();
+        }
         self.rested.clear();
         if let Kind::Cluster(cluster) = &mut self.kind {
             cluster.mark_stale();
@@ -271,7 +353,7 @@ impl Endpoint {
                     .and_then(|limit| client.get_connection_with_timeout(limit))
                     .map_err(|err| describe_error(err, &display))?;
                 Ok(Node {
-                    connection,
+                    connection: connection.into(),
                     replicas: None,
                     facts: None,
                 })
@@ -290,7 +372,7 @@ impl Endpoint {
                     None
                 };
                 Ok(Node {
-                    connection,
+                    connection: connection.into(),
                     replicas,
                     facts: None,
                 })

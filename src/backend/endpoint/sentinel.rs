@@ -146,7 +146,7 @@ impl Sentinels {
         });
         match opened {
             Ok((connection, Role::Primary { replicas, .. })) => Ok(Node {
-                connection,
+                connection: connection.into(),
                 replicas: Some(replicas.len()),
                 facts: None,
             }),
