@@ -326,6 +326,12 @@ impl Link {
         self.endpoint.lend(subscribed);
     }
 
+    /// The lock was just taken: a subscription that carried the acquisition stops
+    /// listening and carries the holder's commands (`Endpoint::taken_over_subscription`).
+    pub fn taken_over_subscription(&mut self) {
+        self.endpoint.taken_over_subscription();
+    }
+
     /// Where a subscription may be read by the loop itself (`polled`): the one server's
     /// address and credentials; `None` for any other deployment.
     pub fn pollable(&self) -> Option<redis::ConnectionInfo> {

@@ -282,6 +282,7 @@ impl SingleRedis {
             self.stamp_ms = stamp_ms;
             match reply {
                 Ok((Acquisition::Acquired { slot, fence }, _, sent_at)) => {
+                    self.link.taken_over_subscription();
                     self.held = Some(self.lock.slot_key(slot));
                     self.slot_number = slot;
                     self.fence = fence;

@@ -292,3 +292,44 @@ fn a_burst_of_release_notices_is_coalesced() {
     holder.wait().assert_code(0);
     waiter.wait().assert_code(0);
 }
+
+/// Messages too large to be a notice (over 1 MiB each), published on the lock's channel by
+/// anyone who may publish there, while a waiter waits and tries over its subscription: they
+/// cost it its subscription (made again), never its run. The holder it then becomes hears
+/// none of them (its connection stopped listening when it took the lock), and a lock taken
+/// from it is still reported lost (76).
+#[test]
+fn messages_too_large_on_the_channel_cost_a_waiter_no_more_than_its_subscription() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("large");
+    let holder = hold(server.cmd().args(["-k", "large"]), &dir, "h");
+    let script = dir.script("w", &Job::new(&dir, "w").body());
+    let mut waiter = server
+        .cmd()
+        .args(["-k", "large", "--"])
+        .arg(&script)
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to queue", || {
+        server.zcard(&queue_of("large")) == 1
+    });
+    let channel = format!("redlock-run:released:{PREFIX}large");
+    let junk = "x".repeat((1 << 20) + 100_000);
+    let publish = |count: usize| {
+        let mut connection = server.connection();
+        for _ in 0..count {
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(&channel)
+                .arg(&junk)
+                .query(&mut connection)
+                .expect("PUBLISH");
+        }
+    };
+    publish(20);
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter.wait_for_file(&dir.join("w.ready"), Duration::from_secs(15));
+    server.del("redlock:large");
+    publish(5);
+    fs::write(dir.join("w.go"), "").unwrap();
+    waiter.wait().assert_code(76);
+}

@@ -185,19 +185,21 @@ impl Endpoint {
                 },
             },
         };
-        // A subscription that ended since it carried the last command is not sent another.
+        // A subscription that ended, or may carry no command now, is not sent one.
         if let Some(Node {
             connection: NodeConnection::Subscription(subscribed),
             ..
         }) = self.connections.get(&address)
         {
-            if subscribed.is_broken() {
+            if !subscribed.carries_commands(until) {
                 self.connections.remove(&address);
             }
         }
         if !self.connections.contains_key(&address) {
             let lent = self.lent.as_ref().and_then(SubscribedWire::from_weak);
-            let mut node = match lent.filter(|_| address.is_empty()) {
+            let lent =
+                lent.filter(|subscribed| address.is_empty() && subscribed.carries_commands(until));
+            let mut node = match lent {
                 Some(subscribed) => Node {
                     connection: NodeConnection::Subscription(subscribed),
                     replicas: None,
@@ -277,6 +279,20 @@ impl Endpoint {
         }
     }
 
+    /// The lock was just taken: if a subscription carried the acquisition, it stops
+    /// listening, so that the holder's commands can go over it
+    /// (`SubscribedWire::unsubscribe`). It is lent no more: the wait that lent it is over.
+    pub fn taken_over_subscription(&mut self) {
+        self.lent = None;
+        if let Some(Node {
+            connection: NodeConnection::Subscription(subscribed),
+            ..
+        }) = self.connections.get("")
+        {
+            subscribed.unsubscribe();
+        }
+    }
+
     /// The address of every server that holds keys: "" for a plain server or a Sentinel's
     /// master, every master of a cluster (from a fresh map).
     pub fn masters(&mut self, until: Instant) -> Result<Vec<String>> {
@@ -296,21 +312,11 @@ impl Endpoint {
     /// Drops every connection (after a failure, one of them may hold a late reply, or lead
     /// to a server that is no longer the master); the next call reconnects.
     pub fn disconnect(&mut self) {
-        // A subscription that carried a failed command may still bring its late reply: it
-        // ends, and the waiter subscribes again.
-        for (_, node) in self.connections.drain() {
-            if let NodeConnection::Subscription(subscribed) = node.connection {
-                subscribed.break_off();
-            }
-        }
-        if let Some(subscribed) = self
-            .lent
-            .take()
-            .as_ref()
-            .and_then(SubscribedWire::from_weak)
-        {
-            subscribed.break_off();
-        }
+        // A subscription lent for commands stays lent: a failure of its own (a timeout, a
+        // reply not in the protocol) has ended it already, and an error reply on it is a
+        // whole answer, after which it is as good as before. Ending it for that would make
+        // the waiter subscribe again, and try at once, at every `LOADING`.
+        self.connections.clear();
         self.rested.clear();
         if let Kind::Cluster(cluster) = &mut self.kind {
             cluster.mark_stale();

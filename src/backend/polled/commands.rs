@@ -1,14 +1,15 @@
 //! Commands sent over a subscription that speaks RESP3 (`SubscribedWire`): replies read
 //! apart from the pushes around them, the notices among those kept for the loop, and any
-//! failure ending the subscription, whose late reply could otherwise be read as the next
-//! command's.
+//! failure of the wire itself (not an error reply: that is a whole answer) ending the
+//! subscription, whose late reply could otherwise be read as the next command's. Such a
+//! failure is an I/O error to the caller, whatever broke: worth a try on a connection of
+//! its own, as a timed-out reply is.
 
 use std::io;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionLike, PushKind, RedisResult, Value};
+use redis::{ConnectionLike, RedisResult, Value};
 
-use super::frames::not_ours;
 use super::released_by;
 use super::socket::WireState;
 use crate::backend::wire::Wire;
@@ -24,17 +25,6 @@ impl WireState {
 
     /// The next reply to a command: pushes on the way are notices (`heard`).
     fn command_reply(&mut self) -> RedisResult<Value> {
-        while self.unsubscribing {
-            match self.next_reply()? {
-                Value::Push {
-                    kind: PushKind::Unsubscribe,
-                    data,
-                } => self.unsubscribing = data.last() != Some(&Value::Int(0)),
-                Value::Push { .. } => {}
-                Value::ServerError(_) => self.unsubscribing = false,
-                _ => return Err(not_ours("a reply to UNSUBSCRIBE that is not one")),
-            }
-        }
         loop {
             match self.next_reply()? {
                 push @ Value::Push { .. } => self.heard(push),
@@ -43,12 +33,19 @@ impl WireState {
         }
     }
 
-    /// Any failure of a command leaves the wire broken: its reply may still come.
+    /// A failure of the wire leaves it broken (its reply may still come), and is told as an
+    /// I/O error: a message too large or not in the protocol (published on the channel by
+    /// anyone who may publish there) must not fail a try for good.
     fn or_break<T>(&mut self, result: RedisResult<T>) -> RedisResult<T> {
-        if result.is_err() {
+        result.map_err(|err| {
             self.break_off();
-        }
-        result
+            if err.is_io_error() || err.is_timeout() {
+                err
+            } else {
+                let why = format!("the subscription's connection failed: {err}");
+                io::Error::new(io::ErrorKind::InvalidData, why).into()
+            }
+        })
     }
 }
 
@@ -58,21 +55,12 @@ impl Wire for WireState {
         Ok(())
     }
 
-    /// Unsubscribes first, in the same write, once the loop has stopped reading.
     fn send_packed(&mut self, commands: &[u8]) -> RedisResult<()> {
         if self.broken || !self.resp3 {
             return Err(io::Error::from(io::ErrorKind::NotConnected).into());
         }
-        let result = if self.subscribed && !self.read_by_loop {
-            self.subscribed = false;
-            self.unsubscribing = true;
-            let mut packed = redis::cmd("UNSUBSCRIBE").get_packed_command();
-            packed.extend_from_slice(commands);
-            self.write_all(&packed)
-        } else {
-            self.write_all(commands)
-        };
-        self.or_break(result)
+        let written = self.write_all(commands);
+        self.or_break(written)
     }
 
     fn recv(&mut self) -> RedisResult<Value> {

@@ -14,10 +14,16 @@
 //! - a notice that comes while a command waits for its reply is kept for the loop, and the
 //!   loop looks before it polls (`NoticeSource::has_read`): an extra try at most, never a
 //!   notice lost;
-//! - a command that fails (a timeout: its reply may still come) ends the subscription, so
-//!   that nothing is sent over it again and the waiter subscribes anew, and tries at once;
-//! - once the loop stops reading (the wait is over), the next command unsubscribes in its
-//!   own write, and the pushes that say so are passed over.
+//! - a command whose wire fails (a timeout, whose reply may still come; a message too large
+//!   or not in the protocol) ends the subscription, so that nothing is sent over it again,
+//!   and the waiter subscribes anew and tries at once; the failure is an I/O error, so the
+//!   try is made again on a connection of its own. An error reply is a whole answer, and
+//!   ends nothing;
+//! - once a try over it took the lock, it unsubscribes at once, and carries the holder's
+//!   renewals and release only once the server confirmed it (read before the first of
+//!   them): a holder's replies are never read through what anyone publishes. Where that
+//!   fails (an ACL without `unsubscribe`), or the wait ended otherwise, it carries nothing
+//!   more, and the holder connects on its own.
 //!
 //! A server without `HELLO` (before Redis 6, or renamed away) gets RESP2 `SUBSCRIBE`, and
 //! the waiter's tries go over a connection of their own, as before.
@@ -46,7 +52,7 @@ use redis::{ConnectionAddr, ConnectionInfo, PushKind, RedisError, Value};
 use super::error::{describe_error, subscription_error};
 use super::layout::Key;
 use super::Notice;
-use frames::{frame_length, not_ours};
+use frames::{frame_length, not_ours, MAX_MESSAGE};
 use socket::{Stream, WireState};
 
 /// The subscription's socket and what has been read off it, shared by the loop's reader
@@ -168,14 +174,46 @@ impl SubscribedWire {
         usable.then_some(SubscribedWire(shared))
     }
 
-    /// Whether it has ended (`break_off`, or the server hung up).
-    pub fn is_broken(&self) -> bool {
-        self.0.lock().broken
+    /// The lock was taken over it: it stops listening (`UNSUBSCRIBE`, written now and its
+    /// outcome read before the next command, by `carries_commands`), so that the holder's
+    /// renewals and release can go over it with nothing published arriving in between.
+    /// The loop reads nothing more from it.
+    pub fn unsubscribe(&self) {
+        let mut state = self.0.lock();
+        if state.broken || !state.subscribed {
+            return;
+        }
+        state.subscribed = false;
+        state.unsubscribing = true;
+        let unsubscribe = redis::cmd("UNSUBSCRIBE").get_packed_command();
+        if state.write_all(&unsubscribe).is_err() {
+            state.break_off();
+        }
     }
 
-    /// Ends it: a command on it failed, and its reply may still come.
-    pub fn break_off(&self) {
-        self.0.lock().break_off();
+    /// Whether a command may be sent over it now, waiting until `until` at most for its
+    /// unsubscription to be confirmed: while the loop reads it (a waiter's tries), or once
+    /// it listens no more. Not when it broke, nor when it still listens with no reader
+    /// (the wait is over and it was not unsubscribed), nor when its unsubscription was
+    /// refused (an ACL without `unsubscribe`) or failed: what anyone publishes on the
+    /// channel would reach it, and a holder's renewal must not read through that. It is
+    /// then ended; the caller connects on its own.
+    pub fn carries_commands(&self, until: Instant) -> bool {
+        let mut state = self.0.lock();
+        if state.broken {
+            return false;
+        }
+        if state.unsubscribing {
+            state.until = Some(until);
+            match state.read_unsubscribed() {
+                Ok(true) => state.unsubscribing = false,
+                Ok(false) | Err(_) => {
+                    state.break_off();
+                    return false;
+                }
+            }
+        }
+        state.read_by_loop || !state.subscribed
     }
 }
 
@@ -188,6 +226,11 @@ impl super::NoticeSource for PolledSubscription {
     /// buffer, coalesced: the latest release, or the subscription's end.
     fn read(&mut self) -> Option<Notice> {
         let mut state = self.shared.lock();
+        if !state.subscribed {
+            // Taken over by the lock's holder (`SubscribedWire::unsubscribe`): what comes
+            // now is the unsubscription's outcome, for the holder's next command.
+            return None;
+        }
         let filled = match state.fill() {
             Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(()),
             Err(err) if err.kind() == io::ErrorKind::Interrupted => Ok(()),
@@ -203,7 +246,7 @@ impl super::NoticeSource for PolledSubscription {
         }
         let mut latest = state.heard.take().map(|by| Notice::Released { by });
         loop {
-            match state.next_value() {
+            match state.next_value(MAX_MESSAGE) {
                 Ok(Some(value)) => {
                     // With RESP3 nothing but a push comes unasked: anything else is a reply
                     // that no command waits for.
@@ -217,7 +260,10 @@ impl super::NoticeSource for PolledSubscription {
                     }
                 }
                 Ok(None) => break,
-                Err(err) => return Some(Notice::Broken(describe_error(err, &state.display))),
+                Err(err) => {
+                    state.break_off();
+                    return Some(Notice::Broken(describe_error(err, &state.display)));
+                }
             }
         }
         // A message that came before the connection broke is still heard: the waiter tries
@@ -234,12 +280,15 @@ impl super::NoticeSource for PolledSubscription {
     /// A command's read took a notice off the socket, or left one whole in the buffer.
     fn has_read(&self) -> bool {
         let state = self.shared.lock();
-        state.heard.is_some() || matches!(frame_length(&state.buffer), Ok(Some(_)))
+        state.subscribed
+            && (state.heard.is_some()
+                || matches!(frame_length(&state.buffer, MAX_MESSAGE), Ok(Some(_))))
     }
 }
 
 impl Drop for PolledSubscription {
-    /// The loop stops reading: a command sent over the wire from now on unsubscribes.
+    /// The loop stops reading: unless the lock was taken over it (and it unsubscribed), no
+    /// command is sent over it any more (`SubscribedWire::carries_commands`).
     fn drop(&mut self) {
         self.shared.lock().read_by_loop = false;
     }

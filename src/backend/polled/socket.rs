@@ -7,9 +7,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use redis::{ConnectionAddr, RedisResult, Value};
+use redis::{ConnectionAddr, PushKind, RedisError, RedisResult, Value};
 
-use super::frames::frame_length;
+use super::frames::{frame_length, MAX_REPLY};
 use crate::backend::error::{is_permission_error, is_unknown_command, time_left};
 
 /// How much one read takes from the socket.
@@ -140,7 +140,7 @@ impl WireState {
             {
                 Ok(false)
             }
-            Err(err) => Err(err),
+            Err(err) => Err(without_secret(err, password)),
         }
     }
 
@@ -164,9 +164,11 @@ impl WireState {
         if matches!(&authenticated, Err(err) if err.to_string().contains("wrong number of arguments"))
         {
             let auth = redis::cmd("AUTH").arg(password).get_packed_command();
-            return self.ask(&auth, 1);
+            return self
+                .ask(&auth, 1)
+                .map_err(|err| without_secret(err, Some(password)));
         }
-        authenticated
+        authenticated.map_err(|err| without_secret(err, Some(password)))
     }
 
     /// Sends `command` and reads `replies` answers to it (an error reply is the error), by
@@ -177,6 +179,23 @@ impl WireState {
             self.next_reply()?.extract_error()?;
         }
         Ok(())
+    }
+
+    /// The outcome of an `UNSUBSCRIBE` sent earlier, by `until`: true once the server says
+    /// no subscription is left, false for an error reply (refused by the ACL) or anything
+    /// else that is not a push. Pushes on the way are passed over (what was published before
+    /// the server read the `UNSUBSCRIBE`).
+    pub(super) fn read_unsubscribed(&mut self) -> RedisResult<bool> {
+        loop {
+            match self.next_reply()? {
+                Value::Push {
+                    kind: PushKind::Unsubscribe,
+                    data,
+                } if data.last() == Some(&Value::Int(0)) => return Ok(true),
+                Value::Push { .. } => {}
+                _ => return Ok(false),
+            }
+        }
     }
 
     /// Writes all of `bytes` by `until`.
@@ -198,7 +217,7 @@ impl WireState {
     /// The next value the server sends, pushes included, waiting for it until `until`.
     pub(super) fn next_reply(&mut self) -> RedisResult<Value> {
         loop {
-            if let Some(value) = self.next_value()? {
+            if let Some(value) = self.next_value(MAX_REPLY)? {
                 return Ok(value);
             }
             match self.fill() {
@@ -247,8 +266,9 @@ impl WireState {
     }
 
     /// The first complete value in the buffer, taken out of it; `None` if there is none.
-    pub(super) fn next_value(&mut self) -> RedisResult<Option<Value>> {
-        let Some(length) = frame_length(&self.buffer)? else {
+    /// One larger than `largest` (or a push larger than a message may be) is an error.
+    pub(super) fn next_value(&mut self, largest: usize) -> RedisResult<Option<Value>> {
+        let Some(length) = frame_length(&self.buffer, largest)? else {
             return Ok(None);
         };
         let value = redis::parse_redis_value(&self.buffer[..length])?;
@@ -261,5 +281,22 @@ impl WireState {
             self.broken = true;
             self.stream.shut_down();
         }
+    }
+}
+
+/// `err` as it may be printed: a server that repeats the command it refuses (Redis's
+/// "unknown command ... with args beginning with:") would repeat the password sent with
+/// it. Only the error's code is kept then.
+fn without_secret(err: RedisError, password: Option<&str>) -> RedisError {
+    match password {
+        Some(password) if !password.is_empty() && err.to_string().contains(password) => {
+            let code = err.code().unwrap_or("ERR").to_string();
+            RedisError::from((
+                redis::ErrorKind::AuthenticationFailed,
+                "the server refused the credentials",
+                format!("{code} (its words held the password, so they are not shown)"),
+            ))
+        }
+        _ => err,
     }
 }

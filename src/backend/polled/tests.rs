@@ -5,6 +5,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
+use super::frames::MAX_MESSAGE;
 use super::*;
 use crate::backend::wire::Wire;
 
@@ -60,6 +61,15 @@ fn pushed(payload: &str) -> Vec<u8> {
         payload.len()
     )
     .into_bytes()
+}
+
+/// Writes `bytes` to the server's end from a thread of its own: more than a socket holds
+/// is written only as the other end reads.
+fn send_later(server: &UnixStream, bytes: Vec<u8>) -> std::thread::JoinHandle<()> {
+    let mut server = server.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let _ = server.write_all(&bytes);
+    })
 }
 
 /// What the server end has been sent so far.
@@ -129,6 +139,22 @@ fn a_server_without_resp3_is_asked_the_old_way_and_carries_no_command() {
 }
 
 #[test]
+fn a_refusal_that_repeats_the_password_is_not_repeated() {
+    let (mut state, mut server) = wire(true);
+    server
+        .write_all(b"-ERR no such thing as HELLO 3 AUTH default s3cret-pw\r\n")
+        .unwrap();
+    let err = state.hello(None, Some("s3cret-pw")).unwrap_err();
+    assert!(!format!("{err} {err:?}").contains("s3cret-pw"), "{err:?}");
+    let (mut state, mut server) = wire(false);
+    server
+        .write_all(b"-ERR unknown thing 'AUTH' 's3cret-pw'\r\n")
+        .unwrap();
+    let err = state.authenticate(None, Some("s3cret-pw")).unwrap_err();
+    assert!(!format!("{err} {err:?}").contains("s3cret-pw"), "{err:?}");
+}
+
+#[test]
 fn a_notice_read_by_a_command_is_handed_on_to_the_loop() {
     use super::super::NoticeSource;
     let (mut subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
@@ -187,50 +213,118 @@ fn a_reply_that_nothing_asked_for_ends_the_subscription() {
 }
 
 #[test]
-fn once_the_loop_stops_reading_the_next_command_unsubscribes_in_the_same_write() {
-    let (subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
-    let commands = subscription.commands().unwrap();
-    sent_to(&mut server);
-    drop(subscription);
-    // The unsubscription's confirmation is a push, passed over: the reply is the PING's.
+fn a_message_too_large_fails_a_command_as_a_connection_would_and_an_error_reply_does_not() {
+    let (_subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = _subscription.commands().unwrap();
+    // An error reply is a whole answer: the wire carries the next command.
     server
-        .write_all(b">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n+PONG\r\n")
+        .write_all(b"-LOADING Redis is loading\r\n+PONG\r\n")
         .unwrap();
+    let err = redis::cmd("PING")
+        .query::<String>(&mut *commands.lock())
+        .unwrap_err();
+    assert_eq!(err.code(), Some("LOADING"));
     let pong: String = redis::cmd("PING").query(&mut *commands.lock()).unwrap();
     assert_eq!(pong, "PONG");
-    let sent = String::from_utf8(sent_to(&mut server)).unwrap();
-    assert_eq!(sent, "*1\r\n$11\r\nUNSUBSCRIBE\r\n*1\r\n$4\r\nPING\r\n");
-    server.write_all(b"+PONG\r\n").unwrap();
-    let _: String = redis::cmd("PING").query(&mut *commands.lock()).unwrap();
-    let sent = String::from_utf8(sent_to(&mut server)).unwrap();
-    assert_eq!(sent, "*1\r\n$4\r\nPING\r\n", "once");
-}
-
-#[test]
-fn an_unsubscription_refused_is_not_taken_for_the_reply_of_the_command_sent_with_it() {
-    let (subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
-    let commands = subscription.commands().unwrap();
-    drop(subscription);
-    // A user whose ACL lacks `unsubscribe`: an error reply, then the command's own; a
-    // release published meanwhile still comes (it stays subscribed), and is passed over.
-    let refused = b"-NOPERM this user has no permissions to run the 'unsubscribe' command\r\n";
-    server
-        .write_all(&[refused.to_vec(), pushed("x"), b":1\r\n".to_vec()].concat())
-        .unwrap();
-    let released: i64 = redis::cmd("EVALSHA").query(&mut *commands.lock()).unwrap();
-    assert_eq!(released, 1);
-    // Two channels: done at the second push, whose count is 0.
-    let (subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
-    let commands = subscription.commands().unwrap();
-    drop(subscription);
-    let done = b">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n\
-                 >3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n-ERR the command's\r\n";
-    server.write_all(done).unwrap();
+    // Anyone who may publish on the channel can send a message too large to be ours: the
+    // try fails as on a broken connection (worth another, on a connection of its own).
+    let junk = "x".repeat(MAX_MESSAGE + 1);
+    let sent = send_later(&server, pushed(&junk));
     let err = redis::cmd("EVALSHA")
         .query::<i64>(&mut *commands.lock())
         .unwrap_err();
-    assert!(err.to_string().contains("the command's"), "{err}");
-    assert!(!commands.is_broken(), "an error reply is not a broken wire");
+    assert!(err.is_io_error(), "{err:?}");
+    assert!(commands.lock().broken);
+    drop(server);
+    sent.join().unwrap();
+    // A reply may be that large: it is the value of what holds the lock's key.
+    let (_subscription, server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = _subscription.commands().unwrap();
+    let sent = send_later(
+        &server,
+        format!("${}\r\n{junk}\r\n", junk.len()).into_bytes(),
+    );
+    let value: Vec<u8> = redis::cmd("GET").query(&mut *commands.lock()).unwrap();
+    assert_eq!(value.len(), junk.len());
+    sent.join().unwrap();
+}
+
+/// Until `until`, a few seconds from now.
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(5)
+}
+
+#[test]
+fn the_lock_taken_over_it_it_unsubscribes_and_carries_the_holders_commands() {
+    use super::super::NoticeSource;
+    let (mut subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = subscription.commands().unwrap();
+    sent_to(&mut server);
+    commands.unsubscribe();
+    assert_eq!(
+        String::from_utf8(sent_to(&mut server)).unwrap(),
+        "*1\r\n$11\r\nUNSUBSCRIBE\r\n"
+    );
+    // What comes now is the unsubscription's: the loop leaves it alone.
+    server
+        .write_all(
+            &[
+                pushed("published meanwhile"),
+                b">3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:1\r\n".to_vec(),
+                b">3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:0\r\n".to_vec(),
+            ]
+            .concat(),
+        )
+        .unwrap();
+    assert!(subscription.read().is_none());
+    assert!(!subscription.has_read());
+    drop(subscription);
+    assert!(
+        commands.carries_commands(soon()),
+        "unsubscribed: the holder's"
+    );
+    server.write_all(b"+PONG\r\n").unwrap();
+    let pong: String = redis::cmd("PING").query(&mut *commands.lock()).unwrap();
+    assert_eq!(pong, "PONG");
+    assert_eq!(
+        String::from_utf8(sent_to(&mut server)).unwrap(),
+        "*1\r\n$4\r\nPING\r\n"
+    );
+}
+
+#[test]
+fn a_subscription_that_cannot_be_left_carries_no_holders_command() {
+    // Refused (an ACL without `unsubscribe`): what is published would keep coming.
+    let (subscription, mut server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = subscription.commands().unwrap();
+    commands.unsubscribe();
+    drop(subscription);
+    server
+        .write_all(b"-NOPERM this user has no permissions to run the 'unsubscribe' command\r\n")
+        .unwrap();
+    assert!(!commands.carries_commands(soon()));
+    assert!(commands.lock().broken, "ended: nobody reads it any more");
+    // A message too large on the way.
+    let (subscription, server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = subscription.commands().unwrap();
+    commands.unsubscribe();
+    drop(subscription);
+    let sent = send_later(&server, pushed(&"x".repeat(MAX_MESSAGE + 1)));
+    assert!(!commands.carries_commands(soon()));
+    drop(server);
+    sent.join().unwrap();
+    // No answer in time.
+    let (subscription, _server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = subscription.commands().unwrap();
+    commands.unsubscribe();
+    drop(subscription);
+    assert!(!commands.carries_commands(Instant::now() + Duration::from_millis(20)));
+    // The wait ended without the lock: still subscribed, and nobody reads it.
+    let (subscription, _server) = subscribed(PUSHED_CONFIRMS, true);
+    let commands = subscription.commands().unwrap();
+    assert!(commands.carries_commands(soon()), "while the loop reads it");
+    drop(subscription);
+    assert!(!commands.carries_commands(soon()));
 }
 
 #[test]
