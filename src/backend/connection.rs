@@ -206,9 +206,19 @@ impl Session<'_> {
             self.sent_at = Some(Instant::now());
             let result = armed.and_then(|()| command(&mut connection, asking));
             // Answered even when the command itself failed (NOSCRIPT, MOVED): not asked again.
-            if let Some(answers) = connection.answers.take() {
-                node.facts = Some(vetting::facts_from(&answers, connection.inner));
-            }
+            let result = match connection.answers.take() {
+                Some(answers) => match vetting::facts_from(&answers, connection.inner) {
+                    Ok(facts) => {
+                        node.facts = Some(facts);
+                        result
+                    }
+                    // No verdict: the try fails as one whose reply was lost, unless it
+                    // failed already (its own error says more: a server that turned an
+                    // unauthenticated client away, then hung up).
+                    Err(lost) => result.and(Err(lost)),
+                },
+                None => result,
+            };
             drop(guard);
             if self.vet {
                 self.facts = node.facts.clone();

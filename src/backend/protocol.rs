@@ -274,7 +274,14 @@ impl SingleRedis {
                 });
             let reply = match reply {
                 Err(err) => match err.downcast::<Refused>() {
-                    Ok(Refused(unfit, taken)) => return Err(self.refuse(&unfit, taken)),
+                    Ok(Refused(unfit, taken)) => {
+                        // Let go over a connection that listens to no channel, as a
+                        // holder's release always is.
+                        if taken.is_some() {
+                            self.link.taken_over_subscription();
+                        }
+                        return Err(self.refuse(&unfit, taken));
+                    }
                     Err(err) => Err(err),
                 },
                 Ok(reply) => Ok(reply),

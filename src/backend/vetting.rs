@@ -133,8 +133,10 @@ pub fn questions() -> [Cmd; 2] {
 }
 
 /// What the replies to `questions` say; where `INFO` was refused, asks `CONFIG GET` on
-/// `connection` (one more round trip, for a user that may not run `INFO`).
-pub fn facts_from(replies: &[Value], connection: &mut dyn ConnectionLike) -> Facts {
+/// `connection` (one more round trip, for a user that may not run `INFO`). The error is a
+/// failure of that round trip's connection (a timeout, a reset): no answer, so no verdict
+/// either, and the caller's try fails as on any lost reply.
+pub fn facts_from(replies: &[Value], connection: &mut dyn ConnectionLike) -> RedisResult<Facts> {
     let text = |reply: Option<&Value>| match reply {
         Some(Value::BulkString(bytes)) => Ok(String::from_utf8_lossy(bytes).into_owned()),
         Some(Value::VerbatimString { text, .. }) => Ok(text.clone()),
@@ -156,13 +158,23 @@ pub fn facts_from(replies: &[Value], connection: &mut dyn ConnectionLike) -> Fac
             field(&info, "maxmemory_policy"),
             "INFO memory",
         ),
-        Err(refused) => memory_from_config(connection).unwrap_or_else(|config| {
-            Memory::Unknown(format!(
+        Err(refused) => match memory_from_config(connection) {
+            Ok(memory) => memory,
+            Err(ConfigRefused::Lost(err)) => return Err(err),
+            Err(ConfigRefused::Said(config)) => Memory::Unknown(format!(
                 "it refused INFO ({refused}) and CONFIG GET ({config})"
-            ))
-        }),
+            )),
+        },
     };
-    Facts { memory, cluster }
+    Ok(Facts { memory, cluster })
+}
+
+/// Why `CONFIG GET` gave no verdict.
+enum ConfigRefused {
+    /// The server's answer: refused, or unreadable.
+    Said(String),
+    /// No answer: the connection failed.
+    Lost(redis::RedisError),
 }
 
 /// What a server said to `INFO memory` and `INFO cluster`, each asked on its own (`--dry-run`,
@@ -190,7 +202,7 @@ pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// `CONFIG GET maxmemory*`: the limit and the policy, among others.
-fn memory_from_config(connection: &mut dyn ConnectionLike) -> Result<Memory, String> {
+fn memory_from_config(connection: &mut dyn ConnectionLike) -> Result<Memory, ConfigRefused> {
     let reply: RedisResult<Value> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory*")
@@ -215,8 +227,9 @@ fn memory_from_config(connection: &mut dyn ConnectionLike) -> Result<Memory, Str
                 _ => None,
             })
             .collect(),
-        Ok(_) => return Err(String::from("an unreadable reply")),
-        Err(err) => return Err(err.to_string()),
+        Ok(_) => return Err(ConfigRefused::Said(String::from("an unreadable reply"))),
+        Err(err) if err.is_io_error() || err.is_timeout() => return Err(ConfigRefused::Lost(err)),
+        Err(err) => return Err(ConfigRefused::Said(err.to_string())),
     };
     let get = |wanted: &str| {
         pairs
@@ -293,10 +306,12 @@ impl<'a> Prelude<'a> {
                 Ok(reply) => replies.push(reply),
                 // A server that turns a new connection away (at its client limit) answers
                 // its first command with why, and hangs up: that is the answer, not the
-                // closed connection.
+                // closed connection. Not when the reply timed out (an `INFO` refused, then
+                // no answer to the script): the script may have run, and only a failure
+                // of the connection gets the try made again.
                 Err(err) => {
-                    return Err(match replies.into_iter().next() {
-                        Some(Value::ServerError(said)) => said.into(),
+                    return Err(match replies.as_slice() {
+                        [Value::ServerError(said), ..] if !err.is_timeout() => said.clone().into(),
                         _ => err,
                     })
                 }
@@ -344,6 +359,48 @@ impl ConnectionLike for Prelude<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connection whose every request gets `reply` (an answer, or a failure).
+    struct Answering(fn() -> RedisResult<Value>);
+
+    impl ConnectionLike for Answering {
+        fn req_packed_command(&mut self, _: &[u8]) -> RedisResult<Value> {
+            (self.0)()
+        }
+        fn req_packed_commands(&mut self, _: &[u8], _: usize, _: usize) -> RedisResult<Vec<Value>> {
+            (self.0)().map(|reply| vec![reply])
+        }
+        fn get_db(&self) -> i64 {
+            0
+        }
+        fn check_connection(&mut self) -> bool {
+            true
+        }
+        fn is_open(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn config_get_unanswered_is_no_verdict_and_refused_is_unknown() {
+        let replies = [
+            redis::parse_redis_value(
+                b"-NOPERM this user has no permissions to run the 'info' command\r\n",
+            )
+            .unwrap(),
+            Value::BulkString(b"cluster_enabled:0".to_vec()),
+        ];
+        let lost = || Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
+        let err = facts_from(&replies, &mut Answering(lost)).unwrap_err();
+        assert!(err.is_timeout(), "{err}");
+        let config_refused = || {
+            redis::parse_redis_value(
+                b"-NOPERM this user has no permissions to run the 'config|get' command\r\n",
+            )
+        };
+        let facts = facts_from(&replies, &mut Answering(config_refused)).unwrap();
+        assert!(matches!(facts.memory, Memory::Unknown(_)), "{facts:?}");
+    }
 
     #[test]
     fn the_policy_decides_only_with_a_limit() {

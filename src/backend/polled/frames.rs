@@ -41,6 +41,9 @@ fn value_end(buffer: &[u8], at: usize, depth: usize, largest: usize) -> RedisRes
             Ok(None)
         };
     };
+    if line == 0 {
+        return Err(not_ours("a line with no type"));
+    }
     let head = &buffer[at + 1..at + line];
     let next = at + line + 2;
     let number = || -> RedisResult<i64> {
@@ -139,6 +142,8 @@ mod tests {
         assert!(frame_length(format!("${}\r\n", MAX_MESSAGE + 1).as_bytes(), MAX_MESSAGE).is_err());
         assert!(frame_length(b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", MAX_MESSAGE).is_err());
         assert!(frame_length(b"*x\r\n", MAX_MESSAGE).is_err());
+        assert!(frame_length(b"\r\n", MAX_MESSAGE).is_err());
+        assert!(frame_length(b"*1\r\n\r\n", MAX_MESSAGE).is_err());
     }
 
     #[test]

@@ -285,16 +285,26 @@ impl WireState {
 }
 
 /// `err` as it may be printed: a server that repeats the command it refuses (Redis's
-/// "unknown command ... with args beginning with:") would repeat the password sent with
-/// it. Only the error's code is kept then.
+/// "unknown command ... with args beginning with:", cut short, line breaks made spaces)
+/// would repeat the password sent with it, whole or in part. Only the error's code is kept
+/// then.
 fn without_secret(err: RedisError, password: Option<&str>) -> RedisError {
+    let text = err.to_string();
+    let repeats = |password: &str| {
+        let seen: String = password
+            .chars()
+            .map(|c| if c == '\r' || c == '\n' { ' ' } else { c })
+            .take(8)
+            .collect();
+        text.contains("with args") || (!seen.trim().is_empty() && text.contains(&seen))
+    };
     match password {
-        Some(password) if !password.is_empty() && err.to_string().contains(password) => {
+        Some(password) if repeats(password) => {
             let code = err.code().unwrap_or("ERR").to_string();
             RedisError::from((
                 redis::ErrorKind::AuthenticationFailed,
                 "the server refused the credentials",
-                format!("{code} (its words held the password, so they are not shown)"),
+                format!("{code} (its words repeat what was sent, so they are not shown)"),
             ))
         }
         _ => err,

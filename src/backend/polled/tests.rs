@@ -152,6 +152,21 @@ fn a_refusal_that_repeats_the_password_is_not_repeated() {
         .unwrap();
     let err = state.authenticate(None, Some("s3cret-pw")).unwrap_err();
     assert!(!format!("{err} {err:?}").contains("s3cret-pw"), "{err:?}");
+    // Cut short, and the line break made a space, as Redis repeats what it refuses.
+    let (mut state, mut server) = wire(false);
+    server
+        .write_all(b"-ERR unknown command 'AUTH', with args beginning with: 'a b'\r\n")
+        .unwrap();
+    let err = state.authenticate(None, Some("a\nbcdefgh")).unwrap_err();
+    assert!(!format!("{err} {err:?}").contains("a b"), "{err:?}");
+    // What does not repeat it is kept, for the message.
+    let (mut state, mut server) = wire(false);
+    server
+        .write_all(b"-WRONGPASS invalid username-password pair\r\n")
+        .unwrap();
+    let err = state.authenticate(None, Some("s3cret-pw")).unwrap_err();
+    assert_eq!(err.code(), Some("WRONGPASS"));
+    assert!(err.to_string().contains("invalid username-password pair"));
 }
 
 #[test]
