@@ -83,9 +83,9 @@ pub enum NodeConnection {
     /// A connection of its own.
     Own(Connection),
     /// A waiter's subscription, lent (`Endpoint::lend`): its acquisitions go where its
-    /// release notices come from, with no connection made between the two. Kept after the
-    /// subscription's reader has gone (the wait is over) while this node lives: the lock
-    /// just taken is then renewed and released over it.
+    /// release notices come from, with no connection made between the two. Once a try over
+    /// it took the lock and it stopped listening (`SubscribedWire::carries_commands`), the
+    /// lock is renewed and released over it while this node lives.
     Subscription(SubscribedWire),
 }
 
@@ -248,7 +248,13 @@ impl Endpoint {
             }
             Kind::Server(_) | Kind::Sentinel(_) => match self.open("", until, false)?.connection {
                 NodeConnection::Own(connection) => connection,
-                NodeConnection::Subscription(_) => unreachable!("`open` opens a connection"),
+                // `open` makes a connection of its own; no panic if that ever changed.
+                NodeConnection::Subscription(_) => {
+                    return Err(anyhow::anyhow!(
+                        "{}: no connection of its own for a subscription",
+                        self.display
+                    ))
+                }
             },
         };
         let clear = connection

@@ -51,7 +51,7 @@ impl WireState {
 
 impl Wire for WireState {
     fn set_limit(&mut self, limit: Duration) -> RedisResult<()> {
-        self.until = Some(Instant::now() + limit);
+        self.until = Instant::now() + limit;
         Ok(())
     }
 

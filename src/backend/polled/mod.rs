@@ -111,7 +111,7 @@ pub fn subscribe(
         subscribed: false,
         unsubscribing: false,
         broken: false,
-        until: Some(until),
+        until,
     };
     state.resp3 = state
         .hello(settings.username(), settings.password())
@@ -204,7 +204,7 @@ impl SubscribedWire {
             return false;
         }
         if state.unsubscribing {
-            state.until = Some(until);
+            state.until = until;
             match state.read_unsubscribed() {
                 Ok(true) => state.unsubscribing = false,
                 Ok(false) | Err(_) => {

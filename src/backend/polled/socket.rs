@@ -40,7 +40,7 @@ pub struct WireState {
     /// command is sent over it again, and the loop hears that the subscription ended.
     pub(super) broken: bool,
     /// When the command being sent must have its reply.
-    pub(super) until: Option<Instant>,
+    pub(super) until: Instant,
 }
 
 pub(super) enum Stream {
@@ -233,7 +233,7 @@ impl WireState {
 
     /// Waits until the socket is ready for `events`, or fails at `until`.
     pub(super) fn wait_for(&self, events: libc::c_short) -> RedisResult<()> {
-        let left = time_left(Duration::MAX, self.until)?;
+        let left = time_left(Duration::MAX, Some(self.until))?;
         // Rounded up: a poll that wakes a little early only loops once more.
         let millis = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
         let mut fd = libc::pollfd {

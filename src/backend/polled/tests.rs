@@ -34,7 +34,7 @@ fn wire(resp3: bool) -> (WireState, UnixStream) {
         subscribed: false,
         unsubscribing: false,
         broken: false,
-        until: Some(Instant::now() + Duration::from_secs(5)),
+        until: Instant::now() + Duration::from_secs(5),
     };
     (state, server)
 }
