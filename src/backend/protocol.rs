@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
-use super::error::{is_transient, is_try_later};
+use super::error::{is_transient, is_try_later, FenceTooLarge};
 use super::layout::{
     done_keys, fence_key, limit_key, queue_keys, record_keys, replace_key, supersede_key, Channels,
     Key, LockRequest,
@@ -337,6 +337,15 @@ impl SingleRedis {
                          pass the same --limit",
                         self.lock.key
                     ));
+                }
+                Ok((Acquisition::FenceTooLarge { counter }, _, _)) => {
+                    return Err(anyhow::Error::new(FenceTooLarge(format!(
+                        "{} on {server} holds {counter}, more than any run counts to (a fence \
+                         from it would be 10^18 or more): no lock is taken there until the \
+                         counter is deleted (its fences then start again from the server's \
+                         clock)",
+                        fence_key(&self.lock.key)
+                    ))));
                 }
                 Err(err) if retried || !self.link.sent() || !is_transient(&err) => return Err(err),
                 Err(_) => retried = true,
