@@ -50,6 +50,36 @@ fn a_server_that_may_evict_the_lock_is_refused() {
     }
 }
 
+/// `INFO` calls a server has served (`INFO commandstats`); the call that reads them is
+/// counted only by the next one.
+fn info_calls(server: &RedisServer) -> u64 {
+    server
+        .command_stats()
+        .into_iter()
+        .find(|(name, _)| name == "info")
+        .map_or(0, |(_, calls)| calls)
+}
+
+/// A run asks the server what it is (memory, cluster) with one `INFO`, in the write that
+/// carries its acquisition, where the server takes several sections at once (Redis 7,
+/// Valkey). Redis 6.2 refuses that, and is asked each section after, in one round trip:
+/// still checked, as the eviction refusal shows.
+#[test]
+fn a_run_asks_info_once() {
+    let server = RedisServer::start();
+    let old = server.version().starts_with("redis 6.");
+    let before = info_calls(&server);
+    server
+        .cmd()
+        .args(["-k", "io", "--", "true"])
+        .run()
+        .assert_code(0);
+    let asked = info_calls(&server) - before - 1;
+    assert_eq!(asked, if old { 3 } else { 1 }, "INFO calls in one run");
+    evicting(&server, "allkeys-lru");
+    assert_refused_for_eviction(server.cmd(), "allkeys-lru");
+}
+
 /// `--allow-eviction` and `REDLOCK_ALLOW_EVICTION` take the risk; a server with a memory
 /// limit that never evicts (`noeviction`) needs neither.
 #[test]
