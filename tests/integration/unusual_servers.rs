@@ -137,6 +137,35 @@ fn a_waiter_is_checked_once_not_on_every_try() {
     assert_eq!(infos(), before + 1, "the waiter asked INFO again");
 }
 
+/// What a server said of itself is trusted for a waiter's later tries only for a while
+/// (a minute; debug builds, the suite's, take `REDLOCK_TEST_FACTS_KEPT_MS`, see
+/// CONTRIBUTING.md): a policy changed while it waits is seen before it takes the lock, and
+/// the run refused. With the period at 0 every try asks again.
+#[test]
+fn a_waiter_asks_again_once_the_answer_is_old() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("asked-again");
+    let holder = hold(server.cmd().args(["-k", "again"]), &dir, "h");
+    let mut waiter = server
+        .cmd()
+        .env("REDLOCK_TEST_FACTS_KEPT_MS", "0")
+        .args(["-v", "-k", "again", "--wait", "20s", "--", "touch"])
+        .arg(dir.join("ran"))
+        .spawn();
+    wait_until(Duration::from_secs(15), "the waiter to be waiting", || {
+        waiter.stderr_so_far().contains("still busy") || waiter.has_exited()
+    });
+    evicting(&server, "allkeys-lru");
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter
+        .wait()
+        .assert_code(125)
+        .assert_stderr_contains("allkeys-lru");
+    assert!(!dir.exists("ran"), "the command ran on an evicting server");
+    assert!(!server.exists("redlock:again"), "the lock was left");
+}
+
 /// Redlock: one evicting node of three is enough to refuse (its copy of the lock may vanish,
 /// and a majority would then rest on the other two alone).
 #[test]
