@@ -42,6 +42,12 @@ const LISTEN_AFTER: Duration = Duration::from_millis(200);
 const RELISTEN_MIN: Duration = Duration::from_millis(100);
 const RELISTEN_MAX: Duration = Duration::from_secs(5);
 
+/// The least time between two renewals that takeover notices bring forward. Anyone may
+/// publish on the holder's channel: a flood of notices (a buggy or hostile client) then
+/// costs a renewal this often, not one a round trip, and a real request is heard this much
+/// later at worst. The first notice is acted on at once.
+const TAKEOVER_LOOK_GAP: Duration = Duration::from_millis(100);
+
 /// How long to wait before trying again to start the renewal thread, if it could not be
 /// started (EAGAIN). Meanwhile the loop watches the lease's end itself, and ends the command
 /// as for a lost lock if the thread never starts.
@@ -158,30 +164,49 @@ fn renew_until_stopped(handover: Handover, events: &Reporter) -> Option<Loss> {
     let mut failures = 0u32;
     let mut last_error = String::from("no renewal was answered");
     let mut next_renewal = lease.renewal_due();
-    // A takeover's notice only makes the next renewal come now: the renewal is what
-    // decides (with Redlock, a majority of the nodes), and it is also the fallback for a
-    // notice that never came.
-    let (poke, poked) = mpsc::channel::<()>();
+    // A takeover's notice only makes the next renewal come now (or `TAKEOVER_LOOK_GAP`
+    // after the last one a notice brought): the renewal is what decides (with Redlock, a
+    // majority of the nodes), and it is also the fallback for a notice that never came.
+    let (poke_sender, poked) = mpsc::channel::<()>();
+    let poke = Poke {
+        pending: Arc::new(AtomicBool::new(false)),
+        sender: poke_sender,
+    };
     let mut listen_at = Some(listen_at);
     let mut listening: Option<Listening> = None;
     let mut replace_told = false;
+    // A notice heard and not yet acted on; when a notice last brought a renewal.
+    let mut renew_now = false;
+    let mut looked_at: Option<Instant> = None;
     loop {
-        let wake_at = listen_at.map_or(next_renewal, |at| at.min(next_renewal));
-        let renew_now = sleep_until(&poked, wake_at);
+        let mut wake_at = listen_at.map_or(next_renewal, |at| at.min(next_renewal));
+        let look_from = looked_at.map(|at| at + TAKEOVER_LOOK_GAP);
+        if let (true, Some(from)) = (renew_now, look_from) {
+            wake_at = wake_at.min(from);
+        }
+        renew_now |= sleep_until(&poked, wake_at);
         if stopped.load(Ordering::Relaxed) {
             return None;
         }
-        if listen_at.is_some_and(|at| Instant::now() >= at) {
+        let now = Instant::now();
+        if listen_at.is_some_and(|at| now >= at) {
             listen_at = None;
             // No I/O under the lock: the listener connects on a thread of its own.
             let listener = lock_backend(&backend).takeover_listener();
             listening = listener.and_then(|listener| Listening::start(listener, poke.clone()));
         }
-        if !renew_now && Instant::now() < next_renewal {
+        let look_due = renew_now && look_from.is_none_or(|from| now >= from);
+        if !look_due && now < next_renewal {
             continue;
         }
-        // Notices that came together (one per Redlock node) make one renewal.
+        // Notices that came together (one per Redlock node, or a flood) make one renewal;
+        // one that comes from now on pokes again.
+        poke.pending.store(false, Ordering::SeqCst);
         while poked.try_recv().is_ok() {}
+        if renew_now {
+            looked_at = Some(now);
+        }
+        let looking = std::mem::take(&mut renew_now);
 
         let give_up_at = lease.give_up_at();
         if Instant::now() >= give_up_at {
@@ -198,7 +223,7 @@ fn renew_until_stopped(handover: Handover, events: &Reporter) -> Option<Loss> {
         let deaf = listening
             .as_ref()
             .is_none_or(|l| !l.up.load(Ordering::Relaxed));
-        match backend.renew(give_up_at, renew_now || deaf) {
+        match backend.renew(give_up_at, looking || deaf) {
             Ok(Renewal::Extended {
                 sent_at,
                 replace_by,
@@ -235,6 +260,22 @@ fn renew_until_stopped(handover: Handover, events: &Reporter) -> Option<Loss> {
     }
 }
 
+/// How a takeover's notices reach the renewal thread: one poke stands for all those that
+/// come before the thread takes it (it clears `pending` first), so that a flood of them
+/// queues nothing.
+#[derive(Clone)]
+struct Poke {
+    pending: Arc<AtomicBool>,
+    sender: Sender<()>,
+}
+
+impl Poke {
+    /// Returns false once the renewal thread is gone.
+    fn poke(&self) -> bool {
+        self.pending.swap(true, Ordering::SeqCst) || self.sender.send(()).is_ok()
+    }
+}
+
 /// Sleeps until `until`, or until a takeover's notice comes: then returns true.
 fn sleep_until(poked: &Receiver<()>, until: Instant) -> bool {
     match poked.recv_timeout(until.saturating_duration_since(Instant::now())) {
@@ -267,7 +308,7 @@ struct Listening {
 }
 
 impl Listening {
-    fn start(listener: Box<dyn TakeoverListener>, poke: Sender<()>) -> Option<Listening> {
+    fn start(listener: Box<dyn TakeoverListener>, poke: Poke) -> Option<Listening> {
         let up = Arc::new(AtomicBool::new(false));
         let (heard, hear) = mpsc::channel();
         let (up_there, heard_there) = (Arc::clone(&up), heard.clone());
@@ -297,7 +338,7 @@ impl Drop for Listening {
 /// SUBSCRIBE, an ACL that refuses the channel): then the renewals alone find a takeover.
 fn listen_for_takeover(
     mut listener: Box<dyn TakeoverListener>,
-    poke: &Sender<()>,
+    poke: &Poke,
     up: &AtomicBool,
     heard: &Sender<Heard>,
     hear: &Receiver<Heard>,
@@ -309,7 +350,7 @@ fn listen_for_takeover(
         let (poke_by, broke) = (poke.clone(), heard.clone());
         let this = generation;
         let sink = Box::new(move |notice: Notice| match notice {
-            Notice::Released { by } if is_takeover_notice(&by) => poke_by.send(()).is_ok(),
+            Notice::Released { by } if is_takeover_notice(&by) => poke_by.poke(),
             Notice::Released { .. } => true,
             Notice::Broken(err) => {
                 let _ = broke.send(Heard::Broken(this, err));
@@ -322,7 +363,7 @@ fn listen_for_takeover(
                 up.store(true, Ordering::Relaxed);
                 if generation > 1 {
                     // A request announced while nobody listened is read now.
-                    let _ = poke.send(());
+                    let _ = poke.poke();
                 }
                 let broken = loop {
                     match hear.recv() {
@@ -337,7 +378,8 @@ fn listen_for_takeover(
                     pause = RELISTEN_MIN;
                 }
                 report::verbose(format_args!(
-                    "the subscription for a takeover (--replace) broke, listening again in                      {}: {broken:#}",
+                    "the subscription for a takeover (--replace) broke, listening again in \
+                     {}: {broken:#}",
                     report::duration(pause)
                 ));
             }

@@ -75,6 +75,14 @@ const ANNOUNCE_AFTER: Duration = Duration::from_secs(1);
 /// the second promised. After that the holder listens, or never will (then its renewals
 /// find the request), and the usual pace resumes.
 const TAKEOVER_RETRY: Duration = Duration::from_millis(300);
+/// Subscribing again after the subscription broke: at once the first time, then after a
+/// pause from `RESUBSCRIBE_MIN` doubling up to `RESUBSCRIBE_MAX`, back to at once when the
+/// one that broke had lasted `RESUBSCRIBE_MAX`. Anyone who may publish on the channel can
+/// break it (a message too large to be a notice): a flood of those then costs a connection
+/// a second, not one a message (and one try, as a subscription made again is followed by
+/// one at once). Meanwhile the waiter makes no try, but its last one at the deadline.
+const RESUBSCRIBE_MIN: Duration = Duration::from_millis(50);
+const RESUBSCRIBE_MAX: Duration = Duration::from_secs(1);
 const TAKEOVER_PUSH: Duration = Duration::from_millis(1500);
 /// How close to the wait's deadline a failing step counts as cut short by it: the deadline
 /// is checked by the clock after the step returns, a little late.
@@ -130,8 +138,9 @@ pub struct WaitPlan {
 enum Listening {
     /// Not subscribed (yet, or any more).
     Not,
-    /// Held for as long as it should last: dropping it ends the subscription.
-    Subscribed { _kept: Subscription },
+    /// Held for as long as it should last: dropping it ends the subscription. `since`: when
+    /// it was made.
+    Subscribed { _kept: Subscription, since: Instant },
     /// The ACL refuses the subscription, or the server has none: poll.
     Polling,
 }
@@ -151,7 +160,7 @@ pub fn wait_for_lock(
         if let Some(waited) = waiter.over(Instant::now()) {
             return Ok(waited);
         }
-        if matches!(waiter.listening, Listening::Not) {
+        if matches!(waiter.listening, Listening::Not) && waiter.may_listen(Instant::now()) {
             waiter.listen()?;
         }
         // Subscribed first, then tried: a release between the two cannot be missed.
@@ -192,6 +201,10 @@ struct Waiter<'a> {
     /// the waiter took the pending one sends a new one, so none goes unanswered.
     pending: Arc<Mutex<Option<String>>>,
     events: &'a Events,
+    /// After a broken subscription: not subscribed again before then, and the pause
+    /// before the next time (see `RESUBSCRIBE_MIN`).
+    resubscribe_at: Option<Instant>,
+    resubscribe_pause: Duration,
 }
 
 impl<'a> Waiter<'a> {
@@ -212,7 +225,24 @@ impl<'a> Waiter<'a> {
             last_failure: None,
             pending: Arc::default(),
             events,
+            resubscribe_at: None,
+            resubscribe_pause: Duration::ZERO,
         }
+    }
+
+    /// Whether subscribing (again) is due.
+    fn may_listen(&self, now: Instant) -> bool {
+        self.resubscribe_at.is_none_or(|at| now >= at)
+    }
+
+    /// The subscription made at `since` broke at `now`: when to subscribe again.
+    fn broke(&mut self, since: Option<Instant>, now: Instant) {
+        if since.is_some_and(|since| now.saturating_duration_since(since) >= RESUBSCRIBE_MAX) {
+            self.resubscribe_pause = Duration::ZERO;
+        }
+        self.resubscribe_at = Some(now + self.resubscribe_pause);
+        self.resubscribe_pause =
+            (self.resubscribe_pause * 2).clamp(RESUBSCRIBE_MIN, RESUBSCRIBE_MAX);
     }
 
     /// Past the deadline, nothing more is tried, even when this process was paused through
@@ -250,6 +280,7 @@ impl<'a> Waiter<'a> {
                 }
                 self.listening = Listening::Subscribed {
                     _kept: subscription,
+                    since: Instant::now(),
                 };
                 self.last_failure = None;
                 self.pacing.subscribed(Instant::now());
@@ -334,7 +365,16 @@ impl<'a> Waiter<'a> {
                 self.pacing.released(Instant::now(), &by);
             }
             Event::Notice(Notice::Broken(err)) => {
-                report::verbose(format_args!("{err:#}; subscribing again"));
+                let since = match self.listening {
+                    Listening::Subscribed { since, .. } => Some(since),
+                    _ => None,
+                };
+                let now = Instant::now();
+                self.broke(since, now);
+                report::verbose(format_args!(
+                    "{err:#}; subscribing again in {}",
+                    report::duration(self.resubscribe_at.map_or(Duration::ZERO, |at| at - now))
+                ));
                 self.events.stop_listening();
                 self.listening = Listening::Not;
             }
@@ -347,7 +387,10 @@ impl<'a> Waiter<'a> {
     /// When the loop must wake up next, having named the holder if that is due.
     fn wake_at(&mut self, now: Instant) -> Instant {
         self.announcer.speak_if_due(self.key, now);
-        let wake_at = self.pacing.wake_at();
+        let mut wake_at = self.pacing.wake_at();
+        if let (Listening::Not, Some(at)) = (&self.listening, self.resubscribe_at) {
+            wake_at = wake_at.min(at.max(now));
+        }
         self.announcer
             .due_at()
             .map_or(wake_at, |due| wake_at.min(due))

@@ -331,3 +331,23 @@ pub(super) fn is_unknown_command(err: &RedisError) -> bool {
         .to_ascii_lowercase()
         .contains("unknown command")
 }
+
+/// A fence counter no run counted to (see `acquire.lua`): the fence it would give is
+/// 10^18 or more. Named with its value; a Redlock quorum goes on without that node, and
+/// never copies the counter to the others.
+#[derive(Debug)]
+pub struct FenceTooLarge(pub String);
+
+impl std::fmt::Display for FenceTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FenceTooLarge {}
+
+/// Whether `err` is a [`FenceTooLarge`].
+pub fn is_fence_too_large(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|cause| cause.downcast_ref::<FenceTooLarge>().is_some())
+}

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 
 use super::connection::{Link, Session};
-use super::error::{is_transient, is_try_later};
+use super::error::{is_transient, is_try_later, FenceTooLarge};
 use super::layout::{
     done_keys, fence_key, limit_key, queue_keys, record_keys, replace_key, supersede_key, Channels,
     Key, LockRequest,
@@ -338,6 +338,15 @@ impl SingleRedis {
                         self.lock.key
                     ));
                 }
+                Ok((Acquisition::FenceTooLarge { counter }, _, _)) => {
+                    return Err(anyhow::Error::new(FenceTooLarge(format!(
+                        "{} on {server} holds {counter}, more than any run counts to (a fence \
+                         from it would be 10^18 or more): no lock is taken there until the \
+                         counter is deleted (its fences then start again from the server's \
+                         clock)",
+                        fence_key(&self.lock.key)
+                    ))));
+                }
                 Err(err) if retried || !self.link.sent() || !is_transient(&err) => return Err(err),
                 Err(_) => retried = true,
             }
@@ -416,7 +425,8 @@ impl SingleRedis {
         // split between two masters, a master failing over): nothing ran, so it is sent
         // again, after a pause that doubles, until the deadline.
         let mut pause = RELEASE_RETRY_MIN;
-        let (lock_key, server) = (&self.lock.key, self.link.display().to_string());
+        let (lock_key, server) = (self.lock.key.clone(), self.link.display().to_string());
+        let lock_key = &lock_key;
         let released = loop {
             let sent = self.link.call(Some(deadline), |session| {
                 let ReleaseReply {
@@ -440,7 +450,21 @@ impl SingleRedis {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(RELEASE_RETRY_MAX);
                 }
-                Err(err) if self.link.sent() => return self.released_after_all(err, deadline),
+                Err(err) if self.link.sent() => match self.look_after_release(deadline) {
+                    Looked::Gone => return Ok(self.released_unanswered(&err)),
+                    // The connection went silent (or broke) before the release got
+                    // there: the failed one is dropped and the look went over a new one,
+                    // which answers; sent again there while the lease lasts.
+                    Looked::Ours if is_transient(&err) && Instant::now() + pause < deadline => {
+                        report::verbose(format_args!(
+                            "the release of {lock_key} got no answer ({err:#}) and the key is \
+                             still this run's: sending it again on a new connection"
+                        ));
+                        std::thread::sleep(pause);
+                        pause = (pause * 2).min(RELEASE_RETRY_MAX);
+                    }
+                    Looked::Ours | Looked::Unknown => return Err(err),
+                },
                 sent => break sent?,
             }
         };
@@ -483,36 +507,46 @@ impl SingleRedis {
         left.ok().and_then(|left| left.skips)
     }
 
-    /// A release that was sent but failed (its reply lost, a timeout, a script error after
-    /// its delete) may have taken effect all the same: looks again, on a new connection,
-    /// before saying that it did not. The key gone or another's: taken as released, since
-    /// it was this run's until the release was sent. Still ours, or not to be read by
-    /// `deadline` (the lease's end at the latest: after it, a key gone tells nothing): `err`.
-    fn released_after_all(&mut self, err: anyhow::Error, deadline: Instant) -> Result<Released> {
+    /// After a release that was sent but failed (its reply lost, a timeout, a script error
+    /// after its delete), whether it may have taken effect all the same: the key is read
+    /// again, on a new connection. Not to be read by `deadline` (the lease's end at the
+    /// latest: after it, a key gone tells nothing): `Unknown`.
+    fn look_after_release(&mut self, deadline: Instant) -> Looked {
         let key = self.held_key().clone();
         let value: Result<Option<Vec<u8>>> = self.link.call(Some(deadline), |session| {
             session.query(redis::cmd("GET").arg(&key))
         });
-        let ours = |value: &Option<Vec<u8>>| {
-            value
-                .as_ref()
-                .is_some_and(|value| value.starts_with(self.identity.as_bytes()))
-        };
         match value {
-            // Most likely the release itself, whose answer was lost. But a lock lost during
-            // the run (deleted, flushed, taken over) looks the same from here: say that it
-            // cannot be told apart, rather than call the run clean or lost on a guess.
-            Ok(value) if !ours(&value) => {
-                report::warn(format_args!(
-                    "the release of {key} got no answer ({err:#}) and the key is no longer \
-                     this run's: the release took effect, or the lock was lost before the \
-                     command ended; redlock-run cannot tell which"
-                ));
-                Ok(Released::Deleted)
-            }
-            _ => Err(err),
+            Ok(Some(value)) if value.starts_with(self.identity.as_bytes()) => Looked::Ours,
+            Ok(_) => Looked::Gone,
+            Err(_) => Looked::Unknown,
         }
     }
+
+    /// A release that got no answer (`err`) with the key found gone or another's: taken as
+    /// released, since it was this run's until the release was sent.
+    fn released_unanswered(&self, err: &anyhow::Error) -> Released {
+        // Most likely the release itself, whose answer was lost. But a lock lost during the
+        // run (deleted, flushed, taken over) looks the same from here: say that it cannot
+        // be told apart, rather than call the run clean or lost on a guess.
+        report::warn(format_args!(
+            "the release of {} got no answer ({err:#}) and the key is no longer this run's: \
+             the release took effect, or the lock was lost before the command ended; \
+             redlock-run cannot tell which",
+            self.held_key()
+        ));
+        Released::Deleted
+    }
+}
+
+/// What a look after a release that got no answer found (`look_after_release`).
+enum Looked {
+    /// The key is gone or another's.
+    Gone,
+    /// The key is still this holder's: the release did not take effect.
+    Ours,
+    /// The key could not be read in time.
+    Unknown,
 }
 
 impl LockBackend for SingleRedis {

@@ -315,6 +315,9 @@ pub(crate) enum Acquisition {
     },
     /// The key is used with another limit: `other`, or 0 for a value redlock-run did not write.
     OtherLimit { other: i64 },
+    /// A slot is free, but the fence counter holds `counter`, from which the fence would be
+    /// 10^18 or more: not counted to by any run, and not handed out. Nothing was taken.
+    FenceTooLarge { counter: String },
     /// A newer `--supersede` waiter arrived; `newer` is its value (identity and metadata).
     /// This waiter has left the queue.
     Superseded { newer: Option<Vec<u8>> },
@@ -358,6 +361,9 @@ impl FromRedisValue for AcquireReply {
             },
             3 => Acquisition::Done {
                 record: redis::from_redis_value(third)?,
+            },
+            4 => Acquisition::FenceTooLarge {
+                counter: redis::from_redis_value(third)?,
             },
             _ => Acquisition::OtherLimit { other: number },
         };

@@ -5,8 +5,9 @@
 //! Redis Cluster node reached by a plain URL takes locks that `redis+cluster://` users do
 //! not see the notices of. Both are refused before a lock is taken.
 //!
-//! It costs the uncontended path no round trip: `INFO memory` and `INFO cluster` ride in
-//! the same write as a connection's first acquisition (`Prelude`), and what they say is
+//! It costs the uncontended path no round trip: `INFO memory cluster` rides in the same
+//! write as a connection's first acquisition (`Prelude`; Redis 6.2, which takes one
+//! section at a time, is asked each after, in a round trip of its own), and what it says is
 //! kept with the connection (and, for a waiter that closes it between tries, with the
 //! endpoint until a failure: see `Endpoint::rest`). `INFO` is asked rather than `CONFIG GET`: managed services
 //! and hardened servers refuse or rename `CONFIG`, and a user allowed `CONFIG GET` could
@@ -123,19 +124,20 @@ impl Unfit {
     }
 }
 
-/// The commands a connection's first acquisition carries before its own.
-pub fn questions() -> [Cmd; 2] {
-    let mut memory = redis::cmd("INFO");
-    memory.arg("memory");
-    let mut cluster = redis::cmd("INFO");
-    cluster.arg("cluster");
-    [memory, cluster]
+/// The commands a connection's first acquisition carries before its own: one `INFO` of
+/// both sections (Redis 7 and Valkey take several; Redis 6.2 answers a syntax error, and
+/// `facts_from` asks it each one after).
+pub fn questions() -> [Cmd; 1] {
+    let mut info = redis::cmd("INFO");
+    info.arg("memory").arg("cluster");
+    [info]
 }
 
-/// What the replies to `questions` say; where `INFO` was refused, asks `CONFIG GET` on
-/// `connection` (one more round trip, for a user that may not run `INFO`). The error is a
-/// failure of that round trip's connection (a timeout, a reset): no answer, so no verdict
-/// either, and the caller's try fails as on any lost reply.
+/// What the replies to `questions` say; where `INFO` of two sections is a syntax error
+/// (Redis 6.2), asks each section on `connection`, and where `INFO` was refused, `CONFIG
+/// GET` (one more round trip each). The error is a failure of such a round trip's
+/// connection (a timeout, a reset): no answer, so no verdict either, and the caller's try
+/// fails as on any lost reply.
 pub fn facts_from(replies: &[Value], connection: &mut dyn ConnectionLike) -> RedisResult<Facts> {
     let text = |reply: Option<&Value>| match reply {
         Some(Value::BulkString(bytes)) => Ok(String::from_utf8_lossy(bytes).into_owned()),
@@ -148,11 +150,23 @@ pub fn facts_from(replies: &[Value], connection: &mut dyn ConnectionLike) -> Red
         )),
         _ => Err(String::from("no readable reply to INFO")),
     };
-    let cluster = text(replies.get(1))
+    let (memory_info, cluster_info) = match text(replies.first()) {
+        Err(said) if said.contains("syntax error") => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("INFO").arg("memory").cmd("INFO").arg("cluster");
+            match pipe.query::<Vec<Value>>(connection) {
+                Ok(replies) => (text(replies.first()), text(replies.get(1))),
+                Err(err) if err.is_io_error() || err.is_timeout() => return Err(err),
+                Err(err) => (Err(err.to_string()), Err(err.to_string())),
+            }
+        }
+        both => (both.clone(), both),
+    };
+    let cluster = cluster_info
         .ok()
         .and_then(|info| field(&info, "cluster_enabled").map(|on| on == "1"))
         .unwrap_or(false);
-    let memory = match text(replies.first()) {
+    let memory = match memory_info {
         Ok(info) => memory_from(
             field(&info, "maxmemory"),
             field(&info, "maxmemory_policy"),
@@ -400,6 +414,30 @@ mod tests {
         };
         let facts = facts_from(&replies, &mut Answering(config_refused)).unwrap();
         assert!(matches!(facts.memory, Memory::Unknown(_)), "{facts:?}");
+    }
+
+    #[test]
+    fn one_info_tells_both_and_redis_6_is_asked_each_section_after() {
+        let both = "# Memory\r\nmaxmemory:100\r\nmaxmemory_policy:allkeys-lru\r\n\r\n\
+                    # Cluster\r\ncluster_enabled:1\r\n";
+        let replies = [Value::BulkString(both.as_bytes().to_vec())];
+        let unasked = || panic!("nothing more is asked");
+        let facts = facts_from(&replies, &mut Answering(unasked)).unwrap();
+        let evicts = Memory::Evicts {
+            policy: String::from("allkeys-lru"),
+        };
+        assert_eq!(facts.memory, evicts);
+        assert!(facts.cluster);
+        // Redis 6.2: one section at a time.
+        let syntax = [redis::parse_redis_value(b"-ERR syntax error\r\n").unwrap()];
+        let memory = || {
+            let text = b"# Memory\r\nmaxmemory:100\r\nmaxmemory_policy:allkeys-lru\r\n";
+            Ok(Value::BulkString(text.to_vec()))
+        };
+        let facts = facts_from(&syntax, &mut Answering(memory)).unwrap();
+        assert_eq!(facts.memory, evicts);
+        let lost = || Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into());
+        assert!(facts_from(&syntax, &mut Answering(lost)).is_err());
     }
 
     #[test]

@@ -927,6 +927,36 @@ fn a_release_whose_reply_is_lost_is_not_reported_as_failed() {
         .assert_stderr_contains("redlock-run cannot tell which");
 }
 
+/// The holder's connection goes silent without closing (a peer or NAT entry gone) just
+/// before the release: the release times out there, and is sent again on a new connection
+/// while the lease lasts. The key is gone when the wrapper exits, long before its 60 s TTL,
+/// and nothing is said about a failed release.
+#[test]
+fn a_release_on_a_connection_gone_silent_is_sent_again_on_a_new_one() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.port());
+    let dir = TempDir::new("releasesilent");
+    let holder = Job::new(&dir, "holder")
+        .exit_code(5)
+        .start(Wrapper::new(&proxy.url()).args(["-k", "rs", "-t", "60s", "--redis-timeout", "1s"]));
+    // No renewal falls in this test (every 20 s): the next request is the release.
+    assert!(proxy.silence_open() >= 1, "{}", proxy.summary());
+    let accepted = proxy.accepted();
+    holder.let_go();
+    let out = holder.wait_within(Duration::from_secs(30));
+    let left = server.lock_value("rs");
+    eprintln!("{}; stderr: {}", proxy.summary(), out.stderr.trim());
+    assert!(
+        proxy.accepted() > accepted,
+        "the release never tried a new connection"
+    );
+    assert_eq!(left, None, "the key was left for its TTL");
+    out.assert_code(5)
+        .assert_stderr_lacks("cannot release")
+        .assert_stderr_lacks("expire by its TTL")
+        .assert_stderr_lacks("lock lost");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 8. Wrapper SIGKILLed
 

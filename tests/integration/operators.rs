@@ -1346,6 +1346,26 @@ fn large_fences_stay_exact() {
     }
 }
 
+/// A fence counter no run could have counted to (at `i64::MAX`, where `INCR` overflows) is
+/// named with its value, exit 125, and no slot is taken; the counter is left as it was.
+#[test]
+fn an_absurd_fence_counter_is_named_and_nothing_taken() {
+    let server = RedisServer::start();
+    server.set("{redlock:huge}:fence", "9223372036854775807");
+    let out = server.cmd().args(["-k", "huge", "--", "true"]).run();
+    out.assert_code(125)
+        .assert_stderr_prefixed()
+        .assert_stderr_contains("{redlock:huge}:fence")
+        .assert_stderr_contains("9223372036854775807")
+        .assert_stderr_lacks("overflow")
+        .assert_stderr_lacks("user_script");
+    assert_eq!(server.lock_value("huge"), None);
+    assert_eq!(
+        server.get("{redlock:huge}:fence").as_deref(),
+        Some("9223372036854775807")
+    );
+}
+
 /// Takes lock `name` once as job `job` and returns its fence, checked against the value.
 #[track_caller]
 fn fence_once(server: &RedisServer, dir: &TempDir, name: &str, job: &str) -> u64 {

@@ -1147,6 +1147,50 @@ fn large_fences_are_exact_across_nodes() {
     assert!(recorded >= 2, "the fence is on {recorded} of 3 nodes");
 }
 
+/// One node's fence counter at `i64::MAX` (where `INCR` overflows) is named on that node and
+/// never copied to the others: the lock is taken on the sane majority, again and again, with
+/// fences that keep the sane counters' scale. With two such nodes of three, no majority can
+/// count a fence: refused, named, exit 125.
+#[test]
+fn an_absurd_fence_counter_on_one_node_is_not_spread() {
+    const ABSURD: &str = "9223372036854775807";
+    let nodes = start_nodes(3);
+    nodes[0].set(&fence_key("af"), ABSURD);
+    nodes[1].set(&fence_key("af"), "1000");
+    nodes[2].set(&fence_key("af"), "2000");
+    let run = || {
+        quorum(&urls(&nodes))
+            .args(["-k", "af", "--", "sh", "-c", "printf %s \"$REDLOCK_FENCE\""])
+            .run()
+    };
+    for expected in ["2001", "2002"] {
+        let out = run();
+        out.assert_code(0)
+            .assert_stderr_contains(&fence_key("af"))
+            .assert_stderr_contains(ABSURD)
+            .assert_stderr_lacks("overflow");
+        assert_eq!(out.stdout_str(), expected);
+    }
+    assert_eq!(nodes[0].get(&fence_key("af")).as_deref(), Some(ABSURD));
+    for node in &nodes[1..] {
+        let counter = fence_counter(node, "af");
+        assert!(counter <= 2002, "an absurd counter spread: {counter}");
+    }
+
+    nodes[1].set(&fence_key("af"), ABSURD);
+    let out = run();
+    out.assert_code(125)
+        .assert_stderr_prefixed()
+        .assert_stderr_contains(&fence_key("af"))
+        .assert_stderr_contains(ABSURD)
+        .assert_stderr_lacks("overflow");
+    assert_eq!(out.stdout_str(), "");
+    assert!(nodes.iter().all(|node| node.lock_value("af").is_none()));
+    // Its try counted one more there, and no further.
+    let counter = fence_counter(&nodes[2], "af");
+    assert!(counter < 10_000, "an absurd counter spread: {counter}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // 10. Many waiters
 

@@ -904,3 +904,47 @@ fn a_cluster_holder_listens_again_after_its_subscription_breaks() {
     );
     assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
 }
+
+/// A flood of takeover notices on the holder's own channel (a buggy or hostile client:
+/// nothing on record asks for a takeover) costs a few renewals a second, not one each: the
+/// notices are coalesced and the renewals they bring spaced. The holder keeps its lock
+/// and exits with its command's status.
+#[test]
+fn a_flood_of_takeover_notices_costs_few_renewals() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("noticeflood");
+    // Renewals every 20 s: none falls by the schedule during the flood.
+    let holder = hold(server.cmd().args(["-k", "flood", "-t", "60s"]), &dir, "h");
+    let token = token_of(&server.lock_value("flood").expect("held"));
+    let channel = format!("redlock-run:wake:{token}");
+    wait_until(Duration::from_secs(15), "the holder to listen", || {
+        let (_, listeners): (String, u64) = server.query(&["PUBSUB", "NUMSUB", &channel]);
+        listeners == 1
+    });
+    let before = evalsha_calls(&server);
+    let mut connection = server.connection();
+    let started = std::time::Instant::now();
+    for _ in 0..100 {
+        let mut pipe = redis::pipe();
+        for _ in 0..1000 {
+            pipe.cmd("PUBLISH").arg(&channel).arg("replace").ignore();
+        }
+        let () = pipe.query(&mut connection).expect("publishing");
+    }
+    let flood = started.elapsed();
+    assert!(server
+        .lock_value("flood")
+        .is_some_and(|value| value.contains(&token)));
+    holder.let_go();
+    holder.wait().assert_code(0);
+    // Every renewal until the exit: all the scripts since the flood began, but the release.
+    let (renewals, over) = (evalsha_calls(&server) - before - 1, started.elapsed());
+    // One renewal per 100 ms would be the pace; twice that, and 20 more, is the bound.
+    // Without the spacing it was thousands in a second.
+    let bound = 20 + 2 * u64::try_from(over.as_millis() / 100).unwrap();
+    eprintln!("{renewals} renewals in {over:?}, with a flood of 100,000 notices over {flood:?}");
+    assert!(
+        renewals <= bound,
+        "{renewals} renewals in {over:?} (bound {bound})"
+    );
+}

@@ -212,3 +212,81 @@ fn a_frozen_redis_does_not_stretch_the_wait() {
     holder.let_go();
     holder.wait().assert_code(0);
 }
+
+/// Connections the server has accepted so far (`INFO stats`).
+fn connections_received(server: &RedisServer) -> u64 {
+    server
+        .info("stats")
+        .lines()
+        .find_map(|line| line.strip_prefix("total_connections_received:"))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("total_connections_received in INFO stats")
+}
+
+/// Messages too large to be a notice (over 1 MiB) flooding the release channel end the
+/// waiter's subscription each time; it subscribes again after a pause that grows (up to a
+/// second), not at once each time: a few connections, not one a message. Once the flood
+/// stops, it subscribes again and a real release wakes it.
+#[test]
+fn a_flood_of_oversized_messages_makes_few_connections() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("bigflood");
+    let holder = hold(server.cmd().args(["-k", "bf", "-t", "60s"]), &dir, "h");
+    let waiter = server
+        .cmd()
+        .args(["-k", "bf", "--wait", "120s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    let channel = "redlock-run:released:redlock:bf";
+    let waiter_listens = || {
+        let (_, listeners): (String, u64) = server.query(&["PUBSUB", "NUMSUB", channel]);
+        listeners == 1
+    };
+    wait_until(
+        Duration::from_secs(15),
+        "the waiter to subscribe",
+        waiter_listens,
+    );
+    let before = connections_received(&server);
+    let junk = "x".repeat((1 << 20) + 1);
+    let mut publisher = server.connection();
+    let started = Instant::now();
+    let mut sent = 0;
+    while started.elapsed() < Duration::from_secs(2) {
+        let _: i64 = redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(&junk)
+            .query(&mut publisher)
+            .expect("publishing");
+        sent += 1;
+    }
+    let flood = started.elapsed();
+    // One connection of the publisher's own, and the waiter's.
+    let made = connections_received(&server) - before - 1;
+    eprintln!("{made} connections during {sent} oversized messages over {flood:?}");
+    // Subscribing again up to a second apart makes a few rounds a second at first, one a
+    // second after that; each round a connection for the subscription and one for its
+    // try, and one to spare.
+    let bound = 3 * (4 + 2 * flood.as_secs());
+    assert!(
+        made <= bound,
+        "{made} connections in {flood:?} (bound {bound})"
+    );
+
+    wait_until(
+        Duration::from_secs(15),
+        "the waiter to subscribe again",
+        waiter_listens,
+    );
+    let released = Instant::now();
+    holder.let_go();
+    holder.wait().assert_code(0);
+    waiter.wait().assert_code(0);
+    assert!(dir.exists("waited"));
+    // The lease is 60 s: a missed release would wait for it.
+    assert!(
+        released.elapsed() < Duration::from_secs(30),
+        "woken {:?} after the release",
+        released.elapsed()
+    );
+}

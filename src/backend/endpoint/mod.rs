@@ -68,6 +68,20 @@ pub struct Endpoint {
 /// How long what a server said of itself is trusted for a waiter's later tries.
 const FACTS_KEPT: Duration = Duration::from_secs(60);
 
+/// `FACTS_KEPT`, but in debug builds (the test suite's), where `REDLOCK_TEST_FACTS_KEPT_MS`
+/// sets it, so that a test sees the server asked again without waiting a minute. Release
+/// builds never read it: no user has this knob (see CONTRIBUTING.md).
+fn facts_kept() -> Duration {
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("REDLOCK_TEST_FACTS_KEPT_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+    {
+        return Duration::from_millis(ms);
+    }
+    FACTS_KEPT
+}
+
 /// An open connection to one server.
 pub struct Node {
     pub connection: NodeConnection,
@@ -210,7 +224,7 @@ impl Endpoint {
             node.facts = self
                 .rested
                 .get(&address)
-                .filter(|(_, at)| at.elapsed() < FACTS_KEPT)
+                .filter(|(_, at)| at.elapsed() < facts_kept())
                 .map(|(facts, _)| facts.clone());
             self.connections.insert(address.clone(), node);
         }

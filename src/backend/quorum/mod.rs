@@ -224,6 +224,7 @@ impl LockBackend for Quorum {
             superseded,
             done,
             skips,
+            too_large,
         } = heard;
         let skips = by_majority(skips, self.majority);
         tally.timed_out = end == RoundEnd::OutOfTime;
@@ -256,6 +257,11 @@ impl LockBackend for Quorum {
         if tally.won() && Instant::now() < in_time {
             match self.settle_fence(&counted, deadline) {
                 Ok(fence) if Instant::now() < in_time => {
+                    // A node whose counter is absurd took nothing, and its counter was not
+                    // copied: said, as the lock now leans on one node fewer.
+                    for message in &too_large {
+                        report::warn(format_args!("{message}; taken on the other nodes"));
+                    }
                     // Queued on the nodes that refused us: leave, passing on any wake-up
                     // they sent meanwhile. Not waited for (the nodes' threads do it next).
                     self.nodes.send(tally.no.clone(), || Work::Abandon);

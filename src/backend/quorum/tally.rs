@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use super::Answer;
-use crate::backend::error::{is_transient, BackendError};
+use crate::backend::error::{is_fence_too_large, is_transient, BackendError};
 use crate::backend::layout::identity_in;
 use crate::backend::vetting::is_unfit;
 use crate::backend::{Attempt, Released};
@@ -152,6 +152,9 @@ pub(super) struct AcquireAnswers {
     pub(super) done: Vec<(usize, Vec<u8>)>,
     /// The consecutive skips each node that recorded a skip counted.
     pub(super) skips: Vec<u64>,
+    /// What each node whose fence counter is too large to count from said (see
+    /// `FenceTooLarge`): those nodes took nothing and count as failed.
+    pub(super) too_large: Vec<String>,
 }
 
 impl AcquireAnswers {
@@ -164,6 +167,7 @@ impl AcquireAnswers {
             superseded: Vec::new(),
             done: Vec::new(),
             skips: Vec::new(),
+            too_large: Vec::new(),
         }
     }
 
@@ -201,6 +205,9 @@ impl AcquireAnswers {
                 self.done.push((node, record));
             }
             Answer::Acquire(Err(err)) => {
+                if is_fence_too_large(&err) {
+                    self.too_large.push(format!("{err:#}"));
+                }
                 self.tally.fail(node, &err);
                 if is_unfit(&err) && self.unfit.is_none() {
                     self.unfit = Some(err);

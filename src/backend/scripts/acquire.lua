@@ -58,6 +58,9 @@
 --           0 for a value redlock-run did not write);
 --         {2, 0, newer, 0} when this --supersede waiter was superseded (newer: the newer
 --           waiter's identity and metadata, a JSON object); it has left the queue;
+--         {4, 0, counter, 0} when a slot is free but the fence counter is too large
+--           (the fence it would give is 10^18 or more; counter: what it holds); nothing
+--           was taken;
 --         {3, 0, record, 0} when the work is already done (--once, --once-per; record:
 --           '<when, server ms> <the holder's value>'); it has left the queue, and ended
 --           the takeover it asked for (--replace). Checked before superseding and before
@@ -358,6 +361,15 @@ elseif #free == 0 then
 end
 
 local slot = free[1]
+-- A counter this close to 10^18 was never counted to (it starts from the server's clock in
+-- microseconds, about 1.7 * 10^15 now, and grows by one a lock): it was written by hand or
+-- by another program, and the fence would be absurd (at 2^63 - 1, INCR fails). Refused
+-- before anything changes, named, and never handed on to other Redlock nodes.
+local counter = redis.pcall('GET', KEYS[n + 2])
+local digits = type(counter) == 'string' and string.match(counter, '^0*(%d+)$')
+if digits and (#digits > 18 or digits == string.rep('9', 18)) then
+  return reply(4, 0, counter, 0)
+end
 -- Before anything changes: what renewing and releasing will need must be allowed by the
 -- user's ACL, so that a refusal ends the run now, before its command, and not at its first
 -- renewal. Where they run (Redis 6.2), on a free slot they change nothing.

@@ -420,6 +420,19 @@ fn replies_are_read_by_name() {
         reply.outcome,
         Acquisition::OtherLimit { other: 4 }
     ));
+    let too_large = array(vec![
+        Int(4),
+        Int(0),
+        BulkString(b"9223372036854775807".to_vec()),
+        Int(0),
+        Int(0),
+        BulkString(Vec::new()),
+    ]);
+    let reply: AcquireReply = redis::from_redis_value(too_large).unwrap();
+    assert!(matches!(
+        reply.outcome,
+        Acquisition::FenceTooLarge { ref counter } if counter == "9223372036854775807"
+    ));
     // 2 and 3 are --supersede's and --once's: each keeps its own status, and a --once-per
     // stamp rides as a seventh element.
     let superseded = array(vec![

@@ -155,6 +155,18 @@ impl FaultProxy {
         self.set(Fault::DropReplies);
     }
 
+    /// Every connection open now goes silent without closing (a peer gone, a NAT entry
+    /// dropped): nothing is forwarded on it either way from now on, while connections made
+    /// later pass as the fault in force says. Returns how many were silenced.
+    pub fn silence_open(&self) -> usize {
+        let conns = lock(&self.shared.conns);
+        let open: Vec<_> = conns.iter().filter(|conn| !conn.is_closed()).collect();
+        for conn in &open {
+            conn.silenced.store(true, Ordering::SeqCst);
+        }
+        open.len()
+    }
+
     /// Resets every open connection (RST both ways); returns how many there were.
     pub fn reset_all(&self) -> usize {
         let conns: Vec<Arc<Conn>> = lock(&self.shared.conns).drain(..).collect();

@@ -52,6 +52,9 @@ pub struct Conn {
     client: TcpStream,
     server: TcpStream,
     closed: AtomicBool,
+    /// Gone silent (`FaultProxy::silence_open`): nothing forwarded either way, whatever the
+    /// fault in force, and never closed.
+    pub silenced: AtomicBool,
 }
 
 impl Conn {
@@ -130,6 +133,7 @@ pub fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
             client,
             server,
             closed: AtomicBool::new(false),
+            silenced: AtomicBool::new(false),
         });
         lock(&shared.conns).push(Arc::clone(&conn));
         shared.stats.accepted.fetch_add(1, Ordering::SeqCst);
@@ -192,7 +196,12 @@ fn read_loop(conn: &Conn, direction: Direction, shared: &Shared, queue: &SyncSen
             }
             plan.now
         };
-        match fault.fate(direction) {
+        let fate = if conn.silenced.load(Ordering::SeqCst) {
+            Fate::Discard
+        } else {
+            fault.fate(direction)
+        };
+        match fate {
             Fate::Discard => {
                 discarded.fetch_add(1, Ordering::SeqCst);
             }
