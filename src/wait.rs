@@ -13,9 +13,10 @@
 //! gives up when it resumes, without another try. The one exception is the retry of an
 //! attempt whose answer did not come: its request may have taken the lock, and only the
 //! retry can tell (it has a whole Redis timeout; see `protocol`), so a wait can end up to
-//! one `--redis-timeout` late against a server that stops answering. Its last attempt is
-//! made a second before the deadline (half the wait, if that is shorter), so that Redis has
-//! time to answer it. A wait that ends while Redis cannot be reached says so
+//! one `--redis-timeout` late against a server that stops answering. Whatever the pacing,
+//! two last attempts are made: a second before the deadline (half the wait, if that is
+//! shorter), so that even a slow Redis has time to answer it, and one at the deadline
+//! (50 ms before it), so that a lock freed in the wait's last second is not missed. A wait that ends while Redis cannot be reached says so
 //! (`Waited::Unreachable`) instead of calling the lock still held; a step that the deadline
 //! itself cut short does not count as Redis failing (a busy lock behind a slow server ends
 //! as busy). A subscription that had to be made again is followed by an attempt at once: a
@@ -88,9 +89,14 @@ const TAKEOVER_PUSH: Duration = Duration::from_millis(1500);
 /// is checked by the clock after the step returns, a little late.
 const DEADLINE_SLACK: Duration = Duration::from_millis(5);
 
-/// How long before the wait's deadline its last attempt is made, at most (half the wait at
-/// most): time for Redis to answer it before the deadline.
+/// How long before the wait's deadline its early last attempt is made, at most (half the
+/// wait at most): time for even a slow Redis to answer it before the deadline.
 const LAST_TRY_LEAD: Duration = Duration::from_secs(1);
+/// How long before the deadline the wait's final attempt is made, at most (a quarter of the
+/// wait at most): a loopback or LAN round trip's time and then some. Whatever the pacing
+/// (a foreign holder polled with gaps of a second, a holder's lease end far off), a wait
+/// ends with an attempt at its deadline: a lock freed in its last second is not missed.
+const FINAL_TRY_LEAD: Duration = Duration::from_millis(50);
 
 #[derive(Debug)]
 pub enum Waited {
@@ -449,9 +455,9 @@ struct Pacing {
     next_try: Instant,
     /// A release notice brings the next try forward, but not before this.
     not_before: Instant,
-    /// The one try made near the deadline whatever the schedule, and whether it was made.
-    last_try_at: Option<Instant>,
-    last_tried: bool,
+    /// The tries made near the deadline whatever the schedule, in time order (a second
+    /// before it, and at it: `LAST_TRY_LEAD`, `FINAL_TRY_LEAD`); each is taken once.
+    last_tries: [Option<Instant>; 2],
     subscribed_before: bool,
     /// No release notices come (refused by the ACL, or no `SUBSCRIBE`): looking instead.
     polling: bool,
@@ -475,10 +481,11 @@ impl Pacing {
             takeover: plan.takeover,
             next_try: started,
             not_before: started,
-            last_try_at: plan.deadline.map(|deadline| {
-                deadline - LAST_TRY_LEAD.min(deadline.saturating_duration_since(started) / 2)
+            last_tries: plan.deadline.map_or([None, None], |deadline| {
+                let wait = deadline.saturating_duration_since(started);
+                [LAST_TRY_LEAD.min(wait / 2), FINAL_TRY_LEAD.min(wait / 4)]
+                    .map(|lead| Some(deadline - lead))
             }),
-            last_tried: false,
             subscribed_before: false,
             polling: false,
             failures: 0,
@@ -495,10 +502,16 @@ impl Pacing {
     }
 
     /// Whether to try now: once listening (subscribed, or polling) and the next try is
-    /// due; and, once, near the deadline whatever the schedule.
+    /// due; and near the deadline whatever the schedule (each of `last_tries` once: those
+    /// whose time has come are all taken by this one try).
     fn try_now(&mut self, now: Instant, listens: bool) -> bool {
-        let last_try = !self.last_tried && self.last_try_at.is_some_and(|at| now >= at);
-        self.last_tried |= last_try;
+        let mut last_try = false;
+        for at in &mut self.last_tries {
+            if at.is_some_and(|at| now >= at) {
+                *at = None;
+                last_try = true;
+            }
+        }
         (listens && now >= self.next_try) || last_try
     }
 
@@ -591,8 +604,8 @@ impl Pacing {
         let mut wake_at = self
             .deadline
             .map_or(self.next_try, |deadline| self.next_try.min(deadline));
-        if let Some(at) = self.last_try_at.filter(|_| !self.last_tried) {
-            wake_at = wake_at.min(at);
+        if let Some(at) = self.last_tries.iter().flatten().min() {
+            wake_at = wake_at.min(*at);
         }
         wake_at
     }
@@ -883,13 +896,50 @@ mod tests {
         assert!(!pacing.try_now(last + MS, true), "once");
         assert_eq!(
             pacing.wake_at(),
-            t0 + Duration::from_secs(10),
-            "then the deadline"
+            t0 + Duration::from_secs(10) - FINAL_TRY_LEAD,
+            "then the deadline's try"
         );
 
         let short = Pacing::new(plan(Some(Duration::from_millis(600)), false, t0), t0);
         assert_eq!(short.wake_at(), t0, "the first try is due at once");
-        assert_eq!(short.last_try_at, Some(t0 + Duration::from_millis(300)));
+        assert_eq!(
+            short.last_tries,
+            [
+                Some(t0 + Duration::from_millis(300)),
+                Some(t0 + Duration::from_millis(550))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wait_ends_with_a_try_at_its_deadline_whatever_the_pacing() {
+        // Behind another client's lock, polled with growing gaps: after the early last try
+        // (a second before the deadline) the next poll falls past the deadline, and a
+        // release in between must still be found.
+        let t0 = Instant::now();
+        let wait = Duration::from_secs(2);
+        let deadline = t0 + wait;
+        let mut pacing = Pacing::new(plan(Some(wait), false, t0), t0);
+        let early = t0 + Duration::from_secs(1);
+        assert!(pacing.try_now(early, true), "the early last try");
+        pacing.busy(
+            early,
+            busy(Some(&b"foreign"[..]), Some(Duration::from_secs(60))),
+        );
+        pacing.next_try = deadline + Duration::from_secs(1);
+        let final_try = deadline - FINAL_TRY_LEAD;
+        assert_eq!(pacing.wake_at(), final_try, "woken for the deadline's try");
+        assert!(!pacing.try_now(final_try - MS, true));
+        assert!(pacing.try_now(final_try, false), "made, even unsubscribed");
+        assert!(!pacing.try_now(final_try + MS, true), "once");
+        assert_eq!(pacing.wake_at(), deadline, "then the deadline");
+
+        // However short the wait, its last try is before its deadline.
+        let short = Pacing::new(plan(Some(Duration::from_millis(40)), false, t0), t0);
+        let tries: Vec<Instant> = short.last_tries.iter().flatten().copied().collect();
+        assert!(tries
+            .iter()
+            .all(|&at| at >= t0 && at < t0 + Duration::from_millis(40)));
     }
 
     #[test]

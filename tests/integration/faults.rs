@@ -364,15 +364,20 @@ fn frozen_redis_the_holder_dies_before_its_lease_can_expire() {
 
     // The loss follows elapsed time since the last renewal was sent, as src/renew.rs
     // documents: SIGTERM at validity - grace, validity = ttl - (ttl/100 + 2ms), grace =
-    // min(--kill-after, (validity - renew_every) / 2). The renewal reached Redis at or after
-    // it was sent, and `lease_end - ttl` is at or before that, so the measured delay can only
-    // come out longer than the deadline, by scheduling and the trap's `date`.
+    // min(--kill-after, (validity - renew_every) / 2). What the test sees is when the renewal
+    // reached Redis (`lease_end - ttl` is at or before that), which is after it was sent by
+    // the loopback trip and, on a loaded machine, by however long the holder's thread or
+    // Redis waited for a core: the holder counts from the earlier moment, the safe one, so
+    // SIGTERM may come before the deadline measured from here by that much (5.6 ms seen at
+    // load 1, more under load 5-8). The safety that matters is asserted above (dead before
+    // the lease could end); this bounds the timing on both sides by the same 250 ms, which
+    // still tells a SIGTERM at the deadline from one a renewal period early or late.
     let validity = ttl - (ttl / 100 + Duration::from_millis(2));
     let grace = Duration::from_secs(10).min((validity - ttl / 3) / 2);
     let deadline = (validity - grace).as_nanos() as i64;
     let measured = term[0] - (lease_end - ttl.as_nanos() as i64);
     assert!(
-        (deadline - 5 * MS..deadline + 250 * MS).contains(&measured),
+        (deadline - 250 * MS..deadline + 250 * MS).contains(&measured),
         "SIGTERM came {:.1}ms after the last renewal; the lease timing says {:.1}ms",
         ms(measured),
         ms(deadline)

@@ -141,6 +141,31 @@ fn every_wait_makes_a_last_attempt_at_its_deadline() {
     holder.wait().assert_code(76);
 }
 
+/// The issue 30 scenario, as a new user met it: behind another client's lock (polled with
+/// growing gaps: about 120, 230, 420 and 860 ms, then 1.2 s), the lock is deleted 1.8 s into
+/// a 2 s wait, after the wait's early last attempt and when the next poll would fall past
+/// the deadline. The wait still ends with an attempt at its deadline, and gets the lock.
+#[test]
+fn a_foreign_lock_freed_just_before_the_deadline_is_taken() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("lastforeign");
+    server.set("la", "foreign");
+    let _: () = server.query(&["PEXPIRE", "la", "60000"]);
+    let spawned = Instant::now();
+    let waiter = server
+        .cmd()
+        .args(["--prefix", "", "-k", "la", "--wait", "2s", "--", "touch"])
+        .arg(dir.join("waited"))
+        .spawn();
+    // The waiter's wait starts after its spawn, so this is 1.8 s or less into it: never
+    // after its deadline's attempt, whatever the load.
+    std::thread::sleep(Duration::from_millis(1800).saturating_sub(spawned.elapsed()));
+    server.del("la");
+    let out = waiter.wait();
+    out.assert_code(0);
+    assert!(dir.exists("waited"));
+}
+
 /// The lock is deleted without a word, then the waiter's subscription is cut: on
 /// subscribing again it tries at once (a release in the gap would have gone unheard), and
 /// gets the lock long before the holder's TTL would have ended.
