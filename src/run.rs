@@ -646,18 +646,23 @@ fn settle(
             *skip = Some(Skip::new("already done", by, skips));
             Ok(already_done(config, &record))
         }
-        Took::Ended(Ok(Waited::TimedOut)) => {
+        Took::Ended(Ok(Waited::TimedOut { blocker })) => {
             // Leaves the queue and records the timeout (a skip) in the same script.
             let count = backend.give_up();
             let holder = waiting
                 .first_holder
                 .unwrap_or_else(|| String::from("held by an unknown holder"));
             *skip = Some(Skip::new("--wait ran out", holder, count));
+            // Named as the --no-wait message names it: who held it at the last look.
+            let still = blocker.map_or_else(
+                || String::from("held by another process"),
+                |blocker| blocker.phrase(),
+            );
             report::info_as(
                 report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
                 format_args!(
-                    "{} is still held by another process after {}; giving up",
+                    "{} is still {still} after {}; giving up",
                     config.key,
                     report::duration(started.elapsed())
                 ),

@@ -101,11 +101,10 @@ const FINAL_TRY_LEAD: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 pub enum Waited {
     /// The lock is ours; the lease started no earlier than `sent_at`.
-    Acquired {
-        sent_at: Instant,
-        fence: u64,
-    },
-    TimedOut,
+    Acquired { sent_at: Instant, fence: u64 },
+    /// The deadline passed with the lock still busy: `blocker` is what the last attempt
+    /// that reached Redis found (the holder, or the fair queue ahead), for the message.
+    TimedOut { blocker: Option<Blocker> },
     /// `--once`, `--once-per`: the work was done meanwhile (`record`: see `Attempt::Done`).
     Done {
         record: Vec<u8>,
@@ -115,9 +114,7 @@ pub enum Waited {
     /// The deadline passed while Redis could not be reached (the last attempt failed so).
     Unreachable(anyhow::Error),
     /// A signal arrived; nothing was taken.
-    Interrupted {
-        signal: libc::c_int,
-    },
+    Interrupted { signal: libc::c_int },
     /// `--supersede`: a newer superseding waiter arrived (`newer`: its value); this one has
     /// left the queue.
     Superseded {
@@ -258,7 +255,9 @@ impl<'a> Waiter<'a> {
             .is_over(now)
             .then(|| match self.last_failure.take() {
                 Some(err) => Waited::Unreachable(err),
-                None => Waited::TimedOut,
+                None => Waited::TimedOut {
+                    blocker: self.announcer.blocker.take(),
+                },
             })
     }
 

@@ -128,7 +128,7 @@ fn a_waiter_paused_past_its_deadline_gives_up() {
     waiter.signal(libc::SIGCONT);
     let out = waiter.wait();
     out.assert_code(75)
-        .assert_stderr_contains("still held by another process");
+        .assert_stderr_contains("is still held by");
     assert!(
         !dir.exists("waiter_ran"),
         "the waiter ran its command past its deadline"

@@ -166,6 +166,42 @@ fn a_foreign_lock_freed_just_before_the_deadline_is_taken() {
     assert!(dir.exists("waited"));
 }
 
+/// When `--wait` runs out, the message names the holder as the `--no-wait` one does (its
+/// label, host and pid), not "another process"; behind another client's lock, says so.
+#[test]
+fn a_wait_that_runs_out_names_the_holder() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("waitnames");
+    let holder = hold(
+        server
+            .cmd()
+            .args(["-k", "wn", "--label", "nightly by alice"]),
+        &dir,
+        "h",
+    );
+    let out = server
+        .cmd()
+        .args(["-k", "wn", "--wait", "1s", "--", "true"])
+        .run();
+    out.assert_code(75)
+        .assert_stderr_contains("redlock:wn is still held by ")
+        .assert_stderr_contains("nightly by alice")
+        .assert_stderr_contains(&format!("pid {}", holder.pid()))
+        .assert_stderr_lacks("another process");
+    holder.let_go();
+    holder.wait().assert_code(0);
+
+    server.set("wf", "another-client-token");
+    server
+        .cmd()
+        .args(["--prefix", "", "-k", "wf", "--wait", "1s", "--", "true"])
+        .run()
+        .assert_code(75)
+        .assert_stderr_contains(
+            "wf is still held by an unknown holder (a value redlock-run did not write)",
+        );
+}
+
 /// The lock is deleted without a word, then the waiter's subscription is cut: on
 /// subscribing again it tries at once (a release in the gap would have gone unheard), and
 /// gets the lock long before the holder's TTL would have ended.
