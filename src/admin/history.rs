@@ -51,6 +51,13 @@ pub fn show(deployment: &Deployment, timeout: Duration, request: &Request<'_>) -
         }
         return Ok(Outcome::Done);
     }
+    if stdout_goes_nowhere() {
+        // As on a closed pipe: nobody reads what a follower would print.
+        report::warn(format_args!(
+            "not following the history of {key}: stdout is closed or /dev/null"
+        ));
+        return Ok(Outcome::Done);
+    }
     let mut follower = history.follow();
     loop {
         match follower.next()? {
@@ -76,6 +83,24 @@ fn emit(text: &str) -> Result<bool> {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(err) => Err(err).context("cannot write to stdout"),
     }
+}
+
+/// Whether stdout goes nowhere: `/dev/null`, which is also what a closed stdout (`>&-`)
+/// becomes, as Rust's runtime reopens closed standard descriptors on `/dev/null` before
+/// `main`. A follower writing there would follow for ever, unheard.
+fn stdout_goes_nowhere() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(null) = std::fs::metadata("/dev/null") else {
+        return false;
+    };
+    let stdout = std::io::stdout();
+    let Ok(fd) = stdout.as_fd().try_clone_to_owned() else {
+        return true;
+    };
+    std::fs::File::from(fd).metadata().is_ok_and(|out| {
+        out.rdev() == null.rdev() && out.dev() == null.dev() && out.ino() == null.ino()
+    })
 }
 
 fn render(entry: &Entry, key: &Key, json: bool) -> String {

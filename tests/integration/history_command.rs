@@ -347,6 +347,35 @@ fn history_follow_prints_new_events_until_interrupted() {
     }
 }
 
+/// With no stdout at all (`>&-`, as a careless cron line or service unit leaves it), a
+/// follower ends as it does on a closed pipe (exit 0), rather than follow for ever unheard:
+/// Rust's stdout takes a write to a closed descriptor as done.
+#[test]
+fn history_follow_ends_when_stdout_is_closed() {
+    let server = RedisServer::start();
+    seed_four_events(&server, "closed");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "exec \"$@\" >&-", "sh", crate::support::BIN])
+        .args(["history", "-r", &server.url(), "-k", "closed", "--follow"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting sh");
+    let limit = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the follower") {
+            break status;
+        }
+        if std::time::Instant::now() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("history --follow with stdout closed still running after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
 /// A blocking read that ends with nothing new (each waits a little less than
 /// --redis-timeout) is sent again: a quiet lock does not end a follower.
 #[test]
