@@ -90,7 +90,7 @@ fn emit(text: &str) -> Result<bool> {
 /// `main`. A follower writing there would follow for ever, unheard.
 fn stdout_goes_nowhere() -> bool {
     use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(null) = std::fs::metadata("/dev/null") else {
         return false;
     };
@@ -98,9 +98,10 @@ fn stdout_goes_nowhere() -> bool {
     let Ok(fd) = stdout.as_fd().try_clone_to_owned() else {
         return true;
     };
-    std::fs::File::from(fd).metadata().is_ok_and(|out| {
-        out.rdev() == null.rdev() && out.dev() == null.dev() && out.ino() == null.ino()
-    })
+    // The device, not the node: a container's /dev/null is a node of its own.
+    std::fs::File::from(fd)
+        .metadata()
+        .is_ok_and(|out| out.file_type().is_char_device() && out.rdev() == null.rdev())
 }
 
 fn render(entry: &Entry, key: &Key, json: bool) -> String {
