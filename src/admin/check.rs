@@ -127,10 +127,17 @@ fn judge(
         breach(level, thresholds.skips, "at", |n| format!("{n}"))
     ));
 
-    let since = c
-        .last_success()
-        .map(|at| Duration::from_millis(counters.now_ms.saturating_sub(at)));
-    let level = match since {
+    let recorded = c.last_success().map(|at| super::age(counters.now_ms, at));
+    let ahead = recorded.and_then(Result::err);
+    if let Some(ahead) = ahead.filter(|_| thresholds.since_success != Levels::default()) {
+        anyhow::bail!(
+            "the last success is recorded {} in the future of the server's clock (a clock \
+             stepped back, or counters not written by redlock-run): no age to judge",
+            human(ahead)
+        );
+    }
+    let since = recorded.and_then(Result::ok);
+    let level = match recorded {
         Some(_) => over(thresholds.since_success, since, |since, level| {
             since > level
         }),
@@ -139,13 +146,18 @@ fn judge(
         None => PluginState::Ok,
     };
     state = state.max(level);
-    parts.push(match since {
-        Some(since) => format!(
+    parts.push(match (since, ahead) {
+        (Some(since), _) => format!(
             "last success {} ago{}",
             human(since),
             breach(level, thresholds.since_success, "over", exact)
         ),
-        None => format!(
+        (None, Some(ahead)) => format!(
+            "last success {} in the future (a clock stepped back, or counters not written by \
+             redlock-run)",
+            human(ahead)
+        ),
+        (None, None) => format!(
             "never succeeded{}",
             if level == PluginState::Ok {
                 ""

@@ -173,6 +173,34 @@ fn no_recent_success_warns_then_goes_critical() {
     assert_eq!(code, 0, "{line}");
 }
 
+/// A last success recorded in the future (a server clock stepped back, or data not written
+/// by redlock-run) is named, not read as "0s ago": UNKNOWN when a level depends on it, and
+/// the skew shown otherwise; `status` shows it too.
+#[test]
+fn a_last_success_in_the_future_is_named() {
+    let server = RedisServer::start();
+    let at = server.server_ms() + 3 * 3_600_000 + 30_000;
+    server.seed_stats("fut", &[("last_success_ms", at.to_string())]);
+    let (code, line) = check(&server, "fut", &["--max-since-success", "1d"]);
+    assert_eq!(code, 3, "{line}");
+    assert!(line.contains("in the future"), "{line}");
+    assert!(line.contains("3h"), "{line}");
+    let (code, line) = check(&server, "fut", &[]);
+    assert_eq!(code, 0, "{line}");
+    assert!(
+        line.contains("last success 3h")
+            && line.contains("in the future")
+            && !line.contains(" ago"),
+        "{line}"
+    );
+    let out = server.cmd().args(["status", "-k", "fut"]).run();
+    assert!(
+        out.stdout_str().contains("in the future") && !out.stdout_str().contains("0s ago"),
+        "{}",
+        out.stdout_str()
+    );
+}
+
 /// The worst level wins, and the line names each breach.
 #[test]
 fn the_worst_breach_decides() {
