@@ -144,8 +144,7 @@ fn decide(config: &Config, view: &LockView) -> Result<Outcome> {
             Err(err) => anyhow::bail!("cannot read {}: {err}", config.key),
         };
         if slots.len() < config.limit as usize {
-            say(format_args!("would run now: {} is free", config.key));
-            return Ok(Outcome::Done);
+            return Ok(would_run(config));
         }
         let first = slots.first().and_then(|slot| slot.holder.as_ref());
         if let (Some(outer), Some(token)) =
@@ -162,10 +161,7 @@ fn decide(config: &Config, view: &LockView) -> Result<Outcome> {
         return Ok(busy(config));
     }
     match view.verdict() {
-        Verdict::Free { .. } => {
-            say(format_args!("would run now: {} is free", config.key));
-            Ok(Outcome::Done)
-        }
+        Verdict::Free { .. } => Ok(would_run(config)),
         Verdict::Held { .. } => Ok(busy(config)),
         Verdict::Unknown => anyhow::bail!(
             "cannot tell whether {} is held: too few of the {} nodes answered",
@@ -173,6 +169,27 @@ fn decide(config: &Config, view: &LockView) -> Result<Outcome> {
             view.nodes.len()
         ),
     }
+}
+
+/// Free: a run would take the lock and start its command, if the command can be found and
+/// executed; otherwise it would exit 127 or 126 as a real run does, with its message.
+fn would_run(config: &Config) -> Outcome {
+    let program = &config.command[0];
+    let Err(err) = crate::process::find_program(program) else {
+        say(format_args!("would run now: {} is free", config.key));
+        return Outcome::Done;
+    };
+    let outcome = if err.kind() == std::io::ErrorKind::NotFound {
+        Outcome::NotFound
+    } else {
+        Outcome::CannotExecute
+    };
+    say(format_args!("{} is free", config.key));
+    report::error(&anyhow::anyhow!(
+        "would not run: cannot run {}: {err}",
+        program.to_string_lossy()
+    ));
+    outcome
 }
 
 /// Busy: a run would wait (`--wait`) or give up at once (`--no-wait`).

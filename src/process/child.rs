@@ -26,7 +26,7 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use super::guardian::ReadyGuardian;
-use super::launch::{self, Prepared, StartError};
+use super::launch::{self, Command, StartError};
 
 /// What is left of the command's process group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub fn is_init() -> bool {
 /// has ended (`lease_end`) by the time it would be executed; the command's process names
 /// its group to `guardian` itself, before its `exec`. Call from the main thread.
 pub fn spawn(
-    prepared: &mut Prepared,
+    prepared: &mut Command,
     env: &[(&str, Vec<u8>)],
     lease_end: Instant,
     guardian: Option<&ReadyGuardian>,

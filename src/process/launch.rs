@@ -6,7 +6,7 @@
 //! critical path (start, hand-off) that was a fifth of a millisecond.
 //!
 //! Everything the child needs (paths to try, argv, envp, its stack) is prepared by the
-//! parent: most of it in [`Prepared::new`] before the lock is taken (while waiting, for a
+//! parent: most of it in [`Command::new`] before the lock is taken (while waiting, for a
 //! run that waits), the rest (the run's own variables) just before the `clone`. The child
 //! only calls async-signal-safe functions on memory it does not own, writes its `errno`
 //! into shared memory if every `exec` fails, and `_exit`s.
@@ -37,7 +37,7 @@ extern "C" {
 const CHILD_STACK: usize = 64 * 1024;
 
 /// The command, ready to start: everything that does not depend on the lock.
-pub struct Prepared {
+pub struct Command {
     /// Full paths to try, in PATH order (one when the command holds a `/`).
     candidates: Vec<CString>,
     /// Owns the strings `argv` and `sh_argv` point into.
@@ -54,16 +54,16 @@ pub struct Prepared {
     stack: Vec<u8>,
 }
 
-impl Prepared {
+impl Command {
     /// Readies `argv` to run with the inherited environment, in which the names in `sets`
     /// will be replaced at [`launch`]. `reset` lists the signals that have handlers in this
     /// process.
-    pub fn new(argv: &[OsString], sets: &[&str], reset: &[libc::c_int]) -> io::Result<Prepared> {
+    pub fn new(argv: &[OsString], sets: &[&str], reset: &[libc::c_int]) -> io::Result<Command> {
         let argv_strings = c_strings(argv.iter().map(|arg| arg.as_bytes().to_vec()))?;
         let candidates = candidates(&argv[0])?;
         let mut sh_argv = vec![c"/bin/sh".as_ptr(), ptr::null()];
         sh_argv.extend(pointers(&argv_strings).into_iter().skip(1));
-        Ok(Prepared {
+        Ok(Command {
             candidates,
             argv: pointers(&argv_strings),
             _argv_strings: argv_strings,
@@ -108,12 +108,12 @@ pub enum StartError {
     Exec(io::Error),
 }
 
-/// Starts the prepared command with `env` (names given to [`Prepared::new`]) added, in a
+/// Starts the prepared command with `env` (names given to [`Command::new`]) added, in a
 /// new process group, with `SIGTERM` as its parent-death signal and, if `take_terminal`, as
 /// the terminal's foreground group, unless `lease_end` has passed when it is about to be
 /// executed. Returns the child's pid.
 pub fn launch(
-    prepared: &mut Prepared,
+    prepared: &mut Command,
     env: &[(&str, Vec<u8>)],
     take_terminal: bool,
     lease_end: Instant,
@@ -399,6 +399,28 @@ unsafe fn fail(plan: &Plan) -> libc::c_int {
     plan.errno.store(errno().max(1), Ordering::SeqCst);
     // SAFETY: _exit ends the process at once; the caller is the child.
     unsafe { libc::_exit(127) }
+}
+
+/// Whether `program` would be found and may be executed, as the start of the command
+/// looks for it (`candidates`, in PATH order): for `--dry-run`, which starts nothing. The
+/// first candidate that is a file with an execute bit is the one; a file found without one
+/// is EACCES, as execvp reports it; none, ENOENT.
+pub fn find(program: &OsStr) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut refused = false;
+    for candidate in candidates(program)? {
+        let path = std::path::Path::new(OsStr::from_bytes(candidate.as_bytes()));
+        match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => return Ok(()),
+            Ok(_) => refused = true,
+            Err(_) => {}
+        }
+    }
+    Err(io::Error::from_raw_os_error(if refused {
+        libc::EACCES
+    } else {
+        libc::ENOENT
+    }))
 }
 
 /// Where to look for `program`: itself if it holds a `/`, else each PATH directory.

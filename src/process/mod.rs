@@ -13,7 +13,7 @@ mod secrets;
 
 pub use child::{changes, is_init, prepare, spawn, Child, ChildChange, Group, SpawnError};
 pub use guardian::{Guardian, ReadyGuardian};
-pub use launch::Prepared as Command;
+pub use launch::{find as find_program, Command};
 pub use secrets::protect as protect_secrets;
 
 /// Readies `argv` to start: its PATH candidates, its arguments and the inherited

@@ -335,3 +335,48 @@ fn another_limit_in_use_is_refused_as_a_real_run_is() {
     one.wait().assert_code(0);
     two.wait().assert_code(0);
 }
+
+/// A command that does not exist, or may not be executed, is 127 or 126 in a dry run as in
+/// a real one, with the real run's message, not "would run now".
+#[test]
+fn a_command_that_cannot_run_is_127_or_126_as_in_a_real_run() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("dry-missing");
+    let real = server
+        .cmd()
+        .args(["-k", "dm", "--", "no-such-program-redlock-test"])
+        .run();
+    real.assert_code(127)
+        .assert_stderr_contains("cannot run no-such-program-redlock-test: ");
+    let dry = server
+        .cmd()
+        .args([
+            "-k",
+            "dm",
+            "--dry-run",
+            "--",
+            "no-such-program-redlock-test",
+        ])
+        .run();
+    dry.assert_code(127)
+        .assert_stderr_contains("cannot run no-such-program-redlock-test: ")
+        .assert_stderr_lacks("would run now");
+
+    let plain = dir.join("not-executable");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    server
+        .cmd()
+        .args(["-k", "dm", "--dry-run", "--"])
+        .arg(&plain)
+        .run()
+        .assert_code(126)
+        .assert_stderr_contains("Permission denied")
+        .assert_stderr_lacks("would run now");
+    server
+        .cmd()
+        .args(["-k", "dm", "--dry-run", "--", "true"])
+        .run()
+        .assert_code(0)
+        .assert_stderr_contains("would run now");
+    assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
+}
