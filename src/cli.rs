@@ -507,8 +507,14 @@ impl Cli {
         I: IntoIterator<Item = T>,
         T: Into<std::ffi::OsString> + Clone,
     {
-        let matches = Cli::command().try_get_matches_from(args)?;
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        let matches = Cli::command()
+            .try_get_matches_from(&args)
+            .map_err(|err| misspelt_subcommand(&args).unwrap_or(err))?;
         let mut cli = Cli::from_arg_matches(&matches)?;
+        if cli.admin.is_none() {
+            stray_words_before_separator(&args, &cli.run.command)?;
+        }
         let (connection, used) = match &mut cli.admin {
             Some(Admin::Status { connection, .. })
             | Some(Admin::List { connection, .. })
@@ -536,6 +542,77 @@ impl Cli {
         }
         Ok(cli)
     }
+}
+
+/// A word typed before `--` that clap took as the command's start (`--wait 5 minutes -- job`
+/// would run `minutes`): with `--` on the line, the command is what follows it, and a word
+/// before it is a mistake, most often a value that needed quotes.
+fn stray_words_before_separator(
+    args: &[std::ffi::OsString],
+    command: &[std::ffi::OsString],
+) -> Result<(), clap::Error> {
+    let Some(separator) = args.iter().skip(1).position(|arg| arg == "--") else {
+        return Ok(());
+    };
+    let after = args.len() - separator - 2;
+    if command.len() <= after {
+        return Ok(());
+    }
+    let stray = &command[..command.len() - after];
+    let stray = stray
+        .iter()
+        .filter(|word| *word != "--")
+        .map(|word| format!("'{}'", word.to_string_lossy()))
+        .collect::<Vec<_>>();
+    Err(Cli::command().error(
+        ErrorKind::UnknownArgument,
+        format!(
+            "unexpected {} before '--': the command goes after '--' (a value with spaces \
+             needs quotes, as in --wait '5 minutes')",
+            stray.join(" ")
+        ),
+    ))
+}
+
+/// The subcommands' names, for a misspelt one.
+const SUBCOMMANDS: [&str; 6] = ["status", "list", "release", "history", "metrics", "check"];
+
+/// A first word that is one or two letters off a subcommand's name (`stauts -k x`), which
+/// clap takes for a command to run and then asks for --key: the subcommand is suggested
+/// instead. A command after `--` is never looked at.
+fn misspelt_subcommand(args: &[std::ffi::OsString]) -> Option<clap::Error> {
+    let word = args.get(1)?.to_str()?;
+    if word.starts_with('-') || SUBCOMMANDS.contains(&word) {
+        return None;
+    }
+    // One letter off for short words, two (a swap) for longer ones: `test` is not `list`.
+    let most = if word.chars().count() <= 4 { 1 } else { 2 };
+    let name = SUBCOMMANDS
+        .iter()
+        .find(|name| edit_distance(word, name) <= most)?;
+    Some(Cli::command().error(
+        ErrorKind::InvalidSubcommand,
+        format!(
+            "unrecognized subcommand '{word}'; did you mean '{name}'? (to run a program \
+             of that name, put it after --)"
+        ),
+    ))
+}
+
+/// Levenshtein distance, for names of a few letters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// Looking at and clearing locks.

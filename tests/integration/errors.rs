@@ -229,6 +229,52 @@ fn a_mistyped_flag_keeps_the_lines_of_its_error() {
     );
 }
 
+/// With `--` on the line, a word before it is a mistake (a value that needed quotes), not
+/// the command: `--wait 5 minutes -- job` used to run a program called `minutes` (127).
+#[test]
+fn a_word_before_the_separator_is_a_usage_error() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("stray");
+    let out = server
+        .cmd()
+        .args(["-k", "st", "--wait", "5", "minutes", "--", "touch"])
+        .arg(dir.join("ran"))
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains("unexpected 'minutes' before '--'")
+        .assert_stderr_contains("--wait '5 minutes'");
+    assert!(!dir.exists("ran"), "the command ran");
+    assert_eq!(server.dbsize(), 0, "keys: {:?}", server.keys());
+    // Without a word before it, `--` and the command's own `--` are as before.
+    server
+        .cmd()
+        .args(["-k", "st", "--", "sh", "-c", "exit 3", "--", "x"])
+        .run()
+        .assert_code(3);
+}
+
+/// A subcommand one or two letters off is suggested, instead of asking for --key; a
+/// program of that name after `--` still runs.
+#[test]
+fn a_misspelt_subcommand_is_suggested() {
+    let out = Wrapper::bare().args(["stauts", "-k", "x"]).run();
+    out.assert_code(125)
+        .assert_stderr_contains("unrecognized subcommand 'stauts'")
+        .assert_stderr_contains("did you mean 'status'?")
+        .assert_stderr_lacks("--key <KEY>' were not provided");
+    Wrapper::bare()
+        .args(["lst"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("did you mean 'list'?");
+    // Too far from any: the usual error.
+    Wrapper::bare()
+        .args(["test"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_lacks("did you mean");
+}
+
 /// --help must not show the value of REDLOCK_REDIS, which may hold a password.
 #[test]
 fn help_hides_the_redis_url_from_the_environment() {
