@@ -97,6 +97,10 @@ const LAST_TRY_LEAD: Duration = Duration::from_secs(1);
 /// (a foreign holder polled with gaps of a second, a holder's lease end far off), a wait
 /// ends with an attempt at its deadline: a lock freed in its last second is not missed.
 const FINAL_TRY_LEAD: Duration = Duration::from_millis(50);
+/// A waiter that names the holder (a terminal, `-v`) looks at least this often, so that it
+/// names a new holder even when no release wakes it: a release wakes only the first waiter
+/// of the queue. One script per 5 s for such a waiter; batch waiters do not pay it.
+const ANNOUNCE_RECHECK: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub enum Waited {
@@ -450,6 +454,8 @@ struct Pacing {
     deadline: Option<Instant>,
     redis_timeout: Duration,
     takeover: bool,
+    /// The holder is named (a terminal, `-v`): looked at every `ANNOUNCE_RECHECK` at least.
+    announces: bool,
     /// The next try, unless a release notice brings it forward.
     next_try: Instant,
     /// A release notice brings the next try forward, but not before this.
@@ -478,6 +484,7 @@ impl Pacing {
             deadline: plan.deadline,
             redis_timeout: plan.redis_timeout,
             takeover: plan.takeover,
+            announces: plan.announce,
             next_try: started,
             not_before: started,
             last_tries: plan.deadline.map_or([None, None], |deadline| {
@@ -571,6 +578,9 @@ impl Pacing {
         }
         if self.polling {
             delay = delay.min(NO_NOTICES_POLL + jitter(NO_NOTICES_POLL / 5));
+        }
+        if self.announces {
+            delay = delay.min(ANNOUNCE_RECHECK);
         }
         if self.pushing(now) {
             delay = delay.min(TAKEOVER_RETRY);
@@ -907,6 +917,31 @@ mod tests {
                 Some(t0 + Duration::from_millis(300)),
                 Some(t0 + Duration::from_millis(550))
             ]
+        );
+    }
+
+    #[test]
+    fn a_waiter_that_names_the_holder_looks_again_every_few_seconds() {
+        let t0 = Instant::now();
+        let ttl = Some(Duration::from_secs(90));
+        let mut announcing = Pacing::new(
+            WaitPlan {
+                announce: true,
+                ..plan(None, false, t0)
+            },
+            t0,
+        );
+        announcing.subscribed(t0);
+        assert_eq!(
+            announcing.busy(t0, busy(Some(OURS), ttl)),
+            ANNOUNCE_RECHECK,
+            "a holder of ours with a long lease"
+        );
+        let mut silent = Pacing::new(plan(None, false, t0), t0);
+        silent.subscribed(t0);
+        assert!(
+            silent.busy(t0, busy(Some(OURS), ttl)) > ANNOUNCE_RECHECK,
+            "a batch waiter keeps the usual pace"
         );
     }
 

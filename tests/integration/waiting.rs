@@ -120,25 +120,150 @@ fn a_foreign_holder_is_polled() {
     );
 }
 
-/// The holder's lock is deleted without a word while the waiter's next try is far off
-/// (after the holder's TTL): the waiter's last attempt at its deadline gets it.
-#[test]
-fn every_wait_makes_a_last_attempt_at_its_deadline() {
-    let server = RedisServer::start();
-    let dir = TempDir::new("lastattempt");
-    let holder = hold(server.cmd().args(["-k", "la"]), &dir, "h");
-    let waiter = server
-        .cmd()
-        .args(["-k", "la", "--wait", "3s", "--", "touch"])
+/// How long the waits below last, and how long before their end the lock is freed without a
+/// word (no release notice): after every try the waiter's schedule makes before its deadline
+/// (the holder's lease is far off; a foreign lock's polls, 50 ms doubling to 1 s, come at
+/// about 1.55-1.95 s and then 2.55 s), but well before the deadline itself.
+const LAST_WAIT: Duration = Duration::from_millis(2500);
+const FREED_BEFORE_THE_END: Duration = Duration::from_millis(400);
+
+/// Runs `waiter --wait 2500ms -- touch DIR/waited`, calls `free` 2.1 s after it started,
+/// and returns how the waiter ended.
+fn freed_just_before_the_deadline(waiter: Wrapper, dir: &TempDir, free: impl FnOnce()) -> Output {
+    let _timing = timing_sensitive();
+    let waiter = waiter
+        .args(["--wait", "2500ms", "--", "touch"])
         .arg(dir.join("waited"))
         .spawn();
-    wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
-        server.subscribed_clients() >= 1
+    // The waiter's deadline is 2.5 s after its own start, which is after this one.
+    wait_until(
+        Duration::from_secs(15),
+        "the end of the wait to be near",
+        || waiter.started().elapsed() >= LAST_WAIT - FREED_BEFORE_THE_END,
+    );
+    free();
+    waiter.wait()
+}
+
+/// The holder's lock is deleted without a word 0.4 s before the waiter's deadline, while
+/// its next try is far off (after the holder's TTL): the waiter's last attempt, at its
+/// deadline, gets it, whatever the wait: plain, `--fair`, `--limit 2` (one of two slots
+/// freed), a server without `SUBSCRIBE` (polling), a Redlock quorum of three. The last
+/// attempt used to come a second before the deadline, and miss a lock freed after it.
+#[test]
+fn every_wait_makes_a_last_attempt_at_its_deadline() {
+    for flags in [&[][..], &["--fair"], &["--limit", "2"]] {
+        let server = RedisServer::start();
+        let dir = TempDir::new("lastattempt");
+        let holder = hold(server.cmd().args(["-k", "la"]).args(flags), &dir, "h");
+        let other = (flags.first() == Some(&"--limit"))
+            .then(|| hold(server.cmd().args(["-k", "la"]).args(flags), &dir, "h2"));
+        let out = freed_just_before_the_deadline(
+            server.cmd().args(["-k", "la"]).args(flags),
+            &dir,
+            || server.del("redlock:la"),
+        );
+        out.assert_code(0);
+        assert!(dir.exists("waited"), "{flags:?}");
+        holder.let_go();
+        holder.wait().assert_code(76);
+        if let Some(other) = other {
+            other.let_go();
+            other.wait().assert_code(0);
+        }
+    }
+
+    let server = RedisServer::start_with(ServerOptions {
+        args: vec!["--rename-command".into(), "SUBSCRIBE".into(), String::new()],
+        ..ServerOptions::default()
     });
-    server.del("redlock:la");
-    waiter.wait().assert_code(0);
-    assert!(dir.exists("waited"));
+    let dir = TempDir::new("lastattempt-polling");
+    let holder = hold(server.cmd().args(["-k", "la"]), &dir, "h");
+    let out = freed_just_before_the_deadline(server.cmd().args(["-k", "la"]), &dir, || {
+        server.del("redlock:la")
+    });
+    out.assert_code(0)
+        .assert_stderr_contains("without release notices");
+    holder.let_go();
     holder.wait().assert_code(76);
+
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let quorum = || {
+        Wrapper::bare()
+            .args(nodes.iter().flat_map(|node| ["-r".to_string(), node.url()]))
+            .args(["-k", "la"])
+    };
+    let dir = TempDir::new("lastattempt-quorum");
+    let holder = hold(quorum(), &dir, "h");
+    let out = freed_just_before_the_deadline(quorum(), &dir, || {
+        nodes.iter().for_each(|node| node.del("redlock:la"));
+    });
+    out.assert_code(0);
+    assert!(dir.exists("waited"));
+    holder.let_go();
+    holder.wait().assert_code(76);
+}
+
+/// A waiter queued behind another (`-v`, so it names who it waits for) while two holders
+/// come and go: it names the first holder, then the waiter ahead of it once that one holds
+/// the lock, each once, with `--fair` and without. A release wakes only the first waiter in
+/// the queue, and the holders' leases (60 s) outlast the test, so nothing else would make
+/// it look again: it used to say one line and nothing more.
+#[test]
+fn a_waiter_at_the_back_of_the_queue_names_each_new_holder() {
+    for flags in [&["--fair"][..], &[]] {
+        let server = RedisServer::start();
+        let dir = TempDir::new("names-each");
+        let args = |label: &str| {
+            server
+                .cmd()
+                .args(["-k", "q", "--ttl", "60s", "--wait", "60s", "--label", label])
+                .args(flags)
+        };
+        let first = hold(args("first"), &dir, "first");
+        let script = dir.script("second", &Job::new(&dir, "second").body());
+        let mut second = args("second").arg("--").arg(script).spawn();
+        wait_until(Duration::from_secs(15), "the second run to queue", || {
+            server.zcard("{redlock:q}:queue") >= 1
+        });
+        let third = args("third")
+            .arg("-v")
+            .args(["--", "touch"])
+            .arg(dir.join("waited"))
+            .spawn();
+        let named = |label: &str| {
+            let needle = "waiting for redlock:q: held by ";
+            third
+                .stderr_so_far()
+                .lines()
+                .filter(|line| line.contains(needle) && line.contains(&format!("({label})")))
+                .count()
+        };
+        wait_until(Duration::from_secs(15), "the first holder named", || {
+            named("first") == 1
+        });
+        first.let_go();
+        first.wait().assert_code(0);
+        second.wait_for_file(&dir.join("second.ready"), Duration::from_secs(15));
+        wait_until(Duration::from_secs(20), "the second holder named", || {
+            named("second") == 1
+        });
+        std::fs::write(dir.join("second.go"), "").unwrap();
+        second.wait().assert_code(0);
+        let out = third.wait();
+        out.assert_code(0);
+        assert!(dir.exists("waited"));
+        let lines = out
+            .stderr
+            .lines()
+            .filter(|line| line.contains("waiting for redlock:q:"))
+            .count();
+        assert_eq!(
+            lines, 2,
+            "{flags:?}: each holder named once\n{}",
+            out.stderr
+        );
+    }
 }
 
 /// The issue 30 scenario, as a new user met it: behind another client's lock (polled with
