@@ -44,7 +44,7 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-runtime -d 
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l stop-timeout -d 'After a SIGTERM, SIGINT or SIGHUP to redlock-run: SIGKILL the command\'s process group if it is still there DUR later, release the lock and exit 128+N' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l label -d 'What waiters and `status` show of this holder besides its host, pid and program\'s name (a pipeline URL, "deploy of v1.2 by alice"); at most 256 bytes. The command\'s arguments are never shown to others' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l ping -d 'Dead-man pings (Healthchecks.io style): GET URL/start when the command starts, URL when it exits 0, URL/N when it fails with status N, URL/fail when the lock was lost or the command could not be run' -r
-complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-skips -d 'With --ping: the N-th consecutive run that skipped its command (busy, --wait ran out, superseded, already done), and every one after it, pings URL/fail' -r
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -l max-skips -d 'With --ping: the N-th consecutive run that skipped its command (busy, --wait ran out, superseded), and every one after it, pings URL/fail' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l shell -d 'Run CMD with /bin/sh -c instead of -- COMMAND ARGS' -r
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
 json\t''"
@@ -102,7 +102,7 @@ complete -c redlock-run -n "__fish_redlock_run_using_subcommand metrics" -s h -l
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -s k -l key -d 'Lock name' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-held -d 'CRITICAL when the current holder has held the lock longer than DUR' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-held -d 'WARNING when the current holder has held the lock longer than DUR' -r
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-skips -d 'CRITICAL at the N-th consecutive run that did not run its command (busy, --wait ran out, superseded, already done)' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-skips -d 'CRITICAL at the N-th consecutive run that skipped its command (busy, --wait ran out, superseded; work found already done is not a skip)' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-skips -d 'WARNING at the N-th consecutive run that did not run its command' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l max-since-success -d 'CRITICAL when no run of the lock has succeeded for longer than DUR (or none ever has)' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand check" -l warn-since-success -d 'WARNING when no run of the lock has succeeded for longer than DUR (or none ever has)' -r

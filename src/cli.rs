@@ -412,7 +412,8 @@ pub struct RunArgs {
     /// or the command could not be run
     ///
     /// Only http:// and https:// (the system's root certificates). A skipped run (busy,
-    /// --wait ran out, superseded, already done) pings nothing, except with --max-skips.
+    /// --wait ran out, superseded) pings nothing, except with --max-skips; so does one that
+    /// finds the work already done (--once, --once-per), which is not a skip.
     /// "Could not be run" is any exit 125, 126 or 127 of redlock-run (Redis unreachable,
     /// refused, the command not found or not executable), and a lease that ran out before
     /// the command could start. A --replace takeover (77) and a signal before the command
@@ -430,7 +431,7 @@ pub struct RunArgs {
     pub ping_typed: bool,
 
     /// With --ping: the N-th consecutive run that skipped its command (busy, --wait ran out,
-    /// superseded, already done), and every one after it, pings URL/fail
+    /// superseded), and every one after it, pings URL/fail
     ///
     /// The POST body names the holder (host, pid, program, label, held since) and the count.
     /// The count is kept in Redis per key and reset by a successful run; a failed run leaves
@@ -623,7 +624,7 @@ pub enum Admin {
     /// Prints the holder's host, pid, program name, label, how long it has held the lock,
     /// the time left on its lease and its fence; then, once a run has succeeded or been
     /// skipped, a line with the time of the last success and the consecutive skips
-    /// (busy, --wait ran out, superseded, already done) since. A value redlock-run did not
+    /// (busy, --wait ran out, superseded; work found already done is not one) since. A value redlock-run did not
     /// write is shown as held by an unknown holder. Names and values from outside are printed with control
     /// and invisible characters escaped.
     Status {
@@ -739,8 +740,8 @@ pub enum Admin {
         #[arg(long, value_name = "DUR", allow_negative_numbers = true)]
         warn_held: Option<String>,
 
-        /// CRITICAL at the N-th consecutive run that did not run its command (busy, --wait
-        /// ran out, superseded, already done)
+        /// CRITICAL at the N-th consecutive run that skipped its command (busy, --wait ran
+        /// out, superseded; work found already done is not a skip)
         ///
         /// 1 to 1000000. The count is reset by a successful run; a failed run neither adds
         /// to it nor resets it. N is the same as --max-skips of a run's dead-man ping: the

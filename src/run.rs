@@ -91,10 +91,10 @@ impl RunRecord {
 
 /// A skipped run, for the `--max-skips` alarm.
 struct Skip {
-    /// busy, timeout, superseded, already done.
+    /// busy, timeout, superseded.
     reason: &'static str,
-    /// Who held the lock, took this run's place or did the work, as a phrase that reads
-    /// alone: `held by …`, `superseded by …`, `done at … by …`.
+    /// Who held the lock or took this run's place, as a phrase that reads alone: `held by
+    /// …`, `superseded by …`.
     holder: String,
     /// The consecutive skips of the lock, this one included, if known.
     count: Option<u64>,
@@ -559,7 +559,7 @@ fn first_try(backend: &mut dyn LockBackend, config: &Config) -> Result<FirstTry>
         Ok(Attempt::Superseded { newer, skips }) => {
             FirstTry::Ended(Waited::Superseded { newer, skips })
         }
-        Ok(Attempt::Done { record, skips }) => FirstTry::Ended(Waited::Done { record, skips }),
+        Ok(Attempt::Done { record, .. }) => FirstTry::Ended(Waited::Done { record }),
         Ok(Attempt::Busy {
             holder,
             ahead,
@@ -641,11 +641,9 @@ fn settle(
             );
             Ok(not_acquired(config))
         }
-        Took::Ended(Ok(Waited::Done { record, skips })) => {
-            let by = format!("done {}", holder::done_by(&record).1);
-            *skip = Some(Skip::new("already done", by, skips));
-            Ok(already_done(config, &record))
-        }
+        // Not a skip: the work this run was for is done (no --max-skips alarm, and the
+        // script counted no consecutive skip).
+        Took::Ended(Ok(Waited::Done { record, .. })) => Ok(already_done(config, &record)),
         Took::Ended(Ok(Waited::TimedOut { blocker })) => {
             // Leaves the queue and records the timeout (a skip) in the same script.
             let count = backend.give_up();

@@ -110,11 +110,8 @@ pub enum Waited {
     /// that reached Redis found (the holder, or the fair queue ahead), for the message.
     TimedOut { blocker: Option<Blocker> },
     /// `--once`, `--once-per`: the work was done meanwhile (`record`: see `Attempt::Done`).
-    Done {
-        record: Vec<u8>,
-        /// The consecutive skips, this one included (see `Attempt::Busy::skips`).
-        skips: Option<u64>,
-    },
+    /// Not a skip: no consecutive skips to carry.
+    Done { record: Vec<u8> },
     /// The deadline passed while Redis could not be reached (the last attempt failed so).
     Unreachable(anyhow::Error),
     /// A signal arrived; nothing was taken.
@@ -320,7 +317,7 @@ impl<'a> Waiter<'a> {
             Ok(Attempt::Superseded { newer, skips }) => {
                 return Ok(Some(Waited::Superseded { newer, skips }))
             }
-            Ok(Attempt::Done { record, skips }) => return Ok(Some(Waited::Done { record, skips })),
+            Ok(Attempt::Done { record, .. }) => return Ok(Some(Waited::Done { record })),
             Ok(Attempt::Busy {
                 holder_ttl,
                 holder,

@@ -304,7 +304,8 @@ fn render(locks: &[Lock]) -> String {
         ),
         (
             "redlock_run_consecutive_skips",
-            "Consecutive runs that did not run their command, since the last success.",
+            "Consecutive runs that skipped their command (busy, timed out, superseded; work found \
+             already done is not a skip), since the last success.",
             |l| Some(l.counters.counters.skips.to_string()),
         ),
     ];

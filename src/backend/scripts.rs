@@ -229,7 +229,7 @@ pub(crate) struct AcquireReply {
     pub run_id: String,
     /// With --once-per: this run's arrival by the server's clock.
     pub stamp_ms: Option<u64>,
-    /// After a skip recorded (a final busy answer, superseded, already done): the
+    /// After a skip recorded (a final busy answer, superseded; not work already done): the
     /// consecutive skips now (`{K}:stats` field `skips`).
     pub skips: Option<u64>,
     /// What became of the recording.

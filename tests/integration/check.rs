@@ -365,3 +365,41 @@ fn a_quorum_judges_by_what_a_majority_reached() {
     let (code, line) = run(&["--max-skips", "4"]);
     assert_eq!(code, 0, "{line}");
 }
+
+/// `--once-per` on three hosts with `check --max-skips 3`: the hosts that find the night's
+/// work done are not skips (they did not stand in for a failure), so the check stays OK
+/// right after a success, however many hosts there are; a busy run still is a skip.
+#[test]
+fn work_found_already_done_is_not_a_skip() {
+    let server = RedisServer::start();
+    let night = || server.cmd().args(["-k", "nightly", "--once-per", "1h"]);
+    night().args(["--", "true"]).run().assert_code(0);
+    for _host in 0..3 {
+        night()
+            .args(["--", "false"])
+            .run()
+            .assert_code(0)
+            .assert_stderr_contains("already done");
+    }
+    let (code, line) = check(&server, "nightly", &["--max-skips", "3"]);
+    assert_eq!(code, 0, "{line}");
+    assert!(line.contains("0 consecutive skips"), "{line}");
+    let metrics = server.cmd().arg("metrics").run();
+    assert!(
+        metrics.stdout_str().contains("reason=\"already_done\"} 3"),
+        "{}",
+        metrics.stdout_str()
+    );
+
+    let dir = TempDir::new("done-busy");
+    let holder = hold(server.cmd().args(["-k", "nightly"]), &dir, "h");
+    server
+        .cmd()
+        .args(["-k", "nightly", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    let (_, line) = check(&server, "nightly", &["--max-skips", "3"]);
+    assert!(line.contains("1 consecutive skip,"), "{line}");
+    holder.let_go();
+    holder.wait().assert_code(0);
+}

@@ -194,10 +194,11 @@ fn busy_and_timeout_count_skips_until_a_success() {
     assert_eq!(counter(&stats(&server, "s"), "skips"), 0);
 }
 
-/// `--once`: the second run finds the work done (`already_done`, a skip); `--supersede`: the
-/// older waiter gives way (`superseded`, a skip).
+/// `--once`: the second run finds the work done (`already_done`, recorded and counted, but
+/// not a skip: the work is done); `--supersede`: the older waiter gives way (`superseded`,
+/// a skip).
 #[test]
-fn already_done_and_superseded_are_skips() {
+fn already_done_is_recorded_and_superseded_is_a_skip() {
     let server = RedisServer::start();
     let dir = TempDir::new("hist-once");
     for _ in 0..2 {
@@ -217,7 +218,7 @@ fn already_done_and_superseded_are_skips() {
             counter(&counted, "already_done"),
             counter(&counted, "skips")
         ),
-        (1, 1)
+        (1, 0)
     );
 
     let holder = hold(server.cmd().args(["-k", "p"]), &dir, "h");
@@ -243,6 +244,11 @@ fn already_done_and_superseded_are_skips() {
     );
     assert!(entries[1].field("holder").contains("\"label\":\"older\""));
     assert_eq!(counter(&stats(&server, "p"), "superseded"), 1);
+    assert_eq!(
+        counter(&stats(&server, "p"), "skips"),
+        0,
+        "reset by the success"
+    );
 }
 
 /// `release --force`: `forced`, naming the holder and the forcer; the holder then finds its

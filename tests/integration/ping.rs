@@ -271,9 +271,11 @@ fn the_skip_alarm_names_the_holder_and_a_success_resets_it() {
     holder.let_go();
 }
 
-/// An `--once` run that finds the work done is a skip too: the alarm names who did it.
+/// Work found already done is not a skip (issue 30: `--once-per` on several hosts paged
+/// every night): however many runs in a row find it done, `--max-skips` raises no alarm,
+/// and nothing is pinged for them.
 #[test]
-fn the_skip_alarm_of_work_already_done_names_who_did_it() {
+fn work_already_done_raises_no_skip_alarm() {
     let server = RedisServer::start();
     let pings = PingServer::start(false);
     let once = |extra: &[&str]| {
@@ -287,19 +289,14 @@ fn the_skip_alarm_of_work_already_done_names_who_did_it() {
     };
     once(&["--label", "first-run"]);
     let alarm = ["--max-skips", "2", "--ping", &pings.url()];
-    once(&alarm);
-    assert_eq!(pings.paths(), Vec::<String>::new(), "the first skip pinged");
-    once(&alarm);
-    let requests = pings.requests();
-    assert_eq!(requests.len(), 1, "{requests:?}");
-    assert_eq!(requests[0].path, PingServer::path("/fail"));
-    let body = &requests[0].body;
-    assert!(
-        body.contains("(this one: already done); done at "),
-        "{body}"
+    for _ in 0..3 {
+        once(&alarm);
+    }
+    assert_eq!(
+        pings.paths(),
+        Vec::<String>::new(),
+        "a run found the work done pinged"
     );
-    assert!(body.contains("(first-run)"), "{body}");
-    assert!(!body.contains("held by"), "{body}");
 }
 
 /// A ping server that accepts and never answers: the run ends within the budget (5s after

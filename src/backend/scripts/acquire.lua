@@ -73,8 +73,8 @@
 --           server's clock (ARGV[16] on later attempts), '0' without; and an eighth: which
 --           record keys hold another type and were read as no record (1: done, 2:
 --           done_per, added); a ninth: after a skip recorded (busy with `final`,
---           superseded, already done), the consecutive skips now, else -1; a tenth and an
---           eleventh: the recording's flags and refused commands (see `record` in
+--           superseded; work already done is not a skip), the consecutive skips now,
+--           else -1; a tenth and an eleventh: the recording's flags and refused commands (see `record` in
 --           prelude.lua).
 local server = ''
 if ARGV[11] == '1' then
@@ -214,7 +214,10 @@ if done then
     wake_next(queue, woken, prefix, ARGV[10], token .. '#done', ttl, now_ms(), nil,
       request_key)
   end
-  skips = record_skip('already_done', token, identity .. ARGV[2])
+  -- Its event and counter, but not a skip: the work it was for is done, so nothing
+  -- stood in for a failure (three hosts' --once-per would otherwise page every night).
+  record_event('already_done', 'token', token, 'holder', identity .. ARGV[2])
+  count('already_done')
   return reply(3, 0, done, 0)
 end
 
