@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use crate::backend::counters::LockCounters;
+use crate::backend::counters::{LockCounters, NodeCounters};
 use crate::backend::inspect::{Forced, Inspector, LockView, ReleasePlan, Slot, Verdict};
 use crate::backend::{shown, Key};
 use crate::config::{AdminAction, AdminConfig};
@@ -70,12 +70,14 @@ fn run_checked(config: &AdminConfig) -> Result<Outcome> {
 
 /// Exit 0 when held, 1 when free; 125 when too few nodes answered to tell.
 fn status(inspector: &mut Inspector, key: &Key, json: bool) -> Result<Outcome> {
-    let view = inspector.read(key);
+    let mut view = inspector.read(key);
     if let Some(err) = lone_failure(&view) {
         bail!("cannot read {key}: {err}");
     }
     let takeover = pending_takeover(inspector, key);
-    let record = success_record(inspector, key);
+    let nodes = inspector.counters(std::slice::from_ref(key)).remove(0);
+    date_holders(&mut view, &nodes);
+    let record = success_record(key, &nodes);
     if json {
         let mut object = lock_json(&view);
         if let (Some((by, on)), Some(fields)) = (&takeover, object.as_object_mut()) {
@@ -140,6 +142,9 @@ fn lock_names(inspector: &mut Inspector, prefix: &Key, with_counters: bool) -> R
 fn list(inspector: &mut Inspector, prefix: &Key, json: bool) -> Result<Outcome> {
     let names = lock_names(inspector, prefix, false)?;
     let mut views = inspector.read_all(&names);
+    for (view, nodes) in views.iter_mut().zip(inspector.counters(&names)) {
+        date_holders(view, &nodes);
+    }
     if let Some((key, err)) = views
         .iter()
         .find_map(|view| Some((&view.key, lone_failure(view)?)))
@@ -300,16 +305,35 @@ fn release(inspector: &mut Inspector, key: &Key, force: bool) -> Result<Outcome>
 /// the holder's, `last_success_ms` and `consecutive_skips` in JSON); `None` when no run
 /// recorded any (recording off, an older version) or they cannot be read (a warning:
 /// the lock itself was read).
-fn success_record(inspector: &mut Inspector, key: &Key) -> Option<LockCounters> {
-    let nodes = inspector.counters(std::slice::from_ref(key)).remove(0);
-    metrics::warn_notes(&nodes);
-    match LockCounters::merge(&nodes) {
+fn success_record(key: &Key, nodes: &[Result<NodeCounters, String>]) -> Option<LockCounters> {
+    metrics::warn_notes(nodes);
+    match LockCounters::merge(nodes) {
         Ok(counters) => counters.recorded.then_some(counters),
         Err(err) => {
             report::warn(format_args!(
                 "cannot read the counters of {key} (last success, skips): {err}"
             ));
             None
+        }
+    }
+}
+
+/// Dates each holder from when it took its slot, as the lock's counters recorded it (the
+/// server's clock; `slot:<i>` of `{K}:stats`), as `check`, `metrics` and `history` do: the
+/// value's own `since_ms` is when its run started, its wait included. A holder without such
+/// a record (recording off, another version) keeps its value's time.
+fn date_holders(view: &mut LockView, counters: &[Result<NodeCounters, String>]) {
+    for (node, read) in view.nodes.iter_mut().zip(counters) {
+        let (Ok(slots), Ok(read)) = (&mut node.slots, read) else {
+            continue;
+        };
+        for slot in slots {
+            let (Some(holder), Some(value)) = (&mut slot.holder, &slot.value) else {
+                continue;
+            };
+            if let Some((taken_ms, _)) = read.holding.iter().find(|(_, held)| held == value) {
+                holder.since_ms = Some(*taken_ms);
+            }
         }
     }
 }

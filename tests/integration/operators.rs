@@ -190,6 +190,51 @@ fn status_names_the_holder_in_text_and_json() {
         .assert_code(1);
 }
 
+/// `status` and `list` count "held for" from when the holder took the lock (as `check`,
+/// `metrics` and `history` do), not from when its run started waiting: a run that waited
+/// 4 s and has just taken the lock has held it for well under 4 s.
+#[test]
+fn status_and_list_count_the_hold_from_the_acquisition_not_the_wait() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("held-for");
+    let first = hold(server.cmd().args(["-k", "hf"]), &dir, "first");
+    let script = dir.script("second", &Job::new(&dir, "second").body());
+    let mut second = server.cmd().args(["-k", "hf", "--"]).arg(script).spawn();
+    wait_until(Duration::from_secs(15), "the second run to wait", || {
+        server.subscribed_clients() >= 1
+    });
+    let waiting = std::time::Instant::now();
+    wait_until(Duration::from_secs(15), "4 s of waiting", || {
+        waiting.elapsed() >= Duration::from_secs(4)
+    });
+    first.let_go();
+    first.wait().assert_code(0);
+    second.wait_for_file(&dir.join("second.ready"), Duration::from_secs(15));
+    let taken = std::time::Instant::now();
+
+    let status = json_of(&server.cmd().args(["status", "-k", "hf", "--json"]).run());
+    let list = json_of(&server.cmd().args(["list", "--json"]).run());
+    let line = server.cmd().args(["status", "-k", "hf"]).run().stdout_str();
+    let bound = taken.elapsed() + Duration::from_secs(1);
+    let held_for = |holder: &Value| Duration::from_millis(u64_field(holder, "held_for_ms"));
+    let by_status = held_for(&status["holders"][0]);
+    let by_list = held_for(&list[0]["holders"][0]);
+    assert!(
+        by_status <= bound,
+        "status: held for {by_status:?}, taken {bound:?} ago\n{status}"
+    );
+    assert!(
+        by_list <= bound,
+        "list: held for {by_list:?}, taken {bound:?} ago\n{list}"
+    );
+    assert!(
+        !line.contains(" for 4s") && !line.contains(" for 5s"),
+        "{line}"
+    );
+    std::fs::write(dir.join("second.go"), "").unwrap();
+    second.wait().assert_code(0);
+}
+
 /// A value redlock-run did not write is shown as held by an unknown holder (a string) or
 /// by another application's data (a hash): exit 0, `known: false` with its type.
 #[test]
