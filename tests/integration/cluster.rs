@@ -443,3 +443,101 @@ fn a_release_while_the_slot_migrates_goes_through_when_it_ends() {
     );
     assert_eq!(target.query::<i64>(&["ZCARD", queue]), 0);
 }
+
+/// `--replace` after a reshard: the holder's lock and its listening follow the slot to the
+/// new master (with sharded pub/sub the old one ends the subscription; before Redis 7 a
+/// plain `PUBLISH` reaches every node), and a takeover asked for there is heard within 1 s.
+#[test]
+fn a_takeover_after_a_reshard_is_heard_on_the_new_master() {
+    use crate::replace::{new_command, now_ns, old_command, stamp};
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-replace-reshard");
+    let d = dir.join("").display().to_string();
+    let key = "redlock:rr";
+    let old = cluster
+        .cmd()
+        .args(["-k", "rr", "--ttl", "30s", "--shell"])
+        .arg(format!(
+            "echo \"$REDLOCK_TOKEN\" > {d}token; {}",
+            old_command(&dir)
+        ))
+        .spawn();
+    wait_until(SETTLE, "the old command to start", || {
+        dir.exists("old.start")
+    });
+    let channel = format!("redlock-run:wake:{{{key}}}:{}", dir.read("token").trim());
+    let source = cluster.owner_of(key);
+    wait_until(SETTLE, "the holder to listen", || {
+        subscribers(&cluster.nodes[source], &channel) == 1
+    });
+    let moving = cluster.start_moving(key);
+    cluster.finish_moving(&moving);
+    let target = &cluster.nodes[moving.to];
+    if has_sharded_pubsub(target) {
+        wait_until(SETTLE, "the holder to listen on the new master", || {
+            subscribers(target, &channel) == 1
+        });
+    }
+    let renewed = target.calls("evalsha");
+    wait_until(SETTLE, "a renewal on the new master", || {
+        target.calls("evalsha") > renewed
+    });
+    let asked = now_ns();
+    let new = cluster
+        .cmd()
+        .args(["-k", "rr", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(SETTLE)
+        .assert_code(77)
+        .assert_stderr_lacks("lost");
+    new.wait_within(SETTLE).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+}
+
+/// A `--once` run that ends while its lock's slot migrates: its release (which writes the
+/// record) is told to try again until the move ends, then records the work on the new
+/// master, where the next run of the same ID finds it done.
+#[test]
+fn a_once_run_released_while_its_slot_migrates_records_the_work() {
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-once-midway");
+    let key = "redlock:om";
+    let holder = hold(
+        cluster
+            .cmd()
+            .args(["-k", "om", "--once", "v1", "--redis-timeout", "20s"]),
+        &dir,
+        "holder",
+    );
+    let moving = cluster.start_moving(key);
+    let target = &cluster.nodes[moving.to];
+    holder.let_go();
+    wait_until(SETTLE, "the release to be told to try again", || {
+        target
+            .info_field("errorstats", "errorstat_TRYAGAIN")
+            .is_some()
+    });
+    cluster.finish_moving(&moving);
+    holder
+        .wait()
+        .assert_code(0)
+        .assert_stderr_lacks("cannot release");
+    assert!(target.query::<bool>(&["HEXISTS", "{redlock:om}:done", "v1"]));
+    cluster
+        .cmd()
+        .args(["-k", "om", "--once", "v1", "--", "false"])
+        .run()
+        .assert_code(0)
+        .assert_stderr_contains("already done");
+}

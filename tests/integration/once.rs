@@ -716,3 +716,51 @@ fn a_run_told_to_stop_records_nothing_even_when_it_exits_0() {
     }
     assert_eq!(lines(&log), 2);
 }
+
+/// A record dated a little after the server's now was written by redlock-run all the same
+/// when the server's clock went back since (an NTP step), or when it comes from a master
+/// whose clock ran ahead (a Sentinel failover, a Cluster slot moved to another node): it
+/// still counts as done. Before, it was taken for another tool's and removed, and the work
+/// was done again. One dated past `--remember` from now is still not done (see above).
+#[test]
+fn a_record_written_by_a_clock_ahead_of_the_servers_still_counts() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("once-clock-back");
+    let log = dir.join("log");
+    let mut redis = server.connection();
+    let ahead = server_ms(&server) + 60_000;
+    let record = format!(r#"{ahead} {{"token":"t","fence":7,"host":"web-3","pid":1}}"#);
+    let _: () = redis::cmd("HSET")
+        .arg(done_of("job"))
+        .arg("v1")
+        .arg(&record)
+        .query(&mut redis)
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(done_per_of("job"))
+        .arg(ahead)
+        .arg(&record)
+        .query(&mut redis)
+        .unwrap();
+    for args in [["--once", "v1"], ["--once-per", "1h"]] {
+        server
+            .cmd()
+            .args(["-k", "job"])
+            .args(args)
+            .args(["--shell", &note(&log)])
+            .run()
+            .assert_code(0)
+            .assert_stderr_contains("already done")
+            .assert_stderr_contains("by web-3");
+    }
+    assert_eq!(lines(&log), 0, "the work was done again");
+    // With --remember shorter than the record is ahead, it is not redlock-run's: not done.
+    server
+        .cmd()
+        .args(["-k", "job", "--once", "v1", "--remember", "30s"])
+        .args(["--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("already done");
+    assert_eq!(lines(&log), 1);
+}

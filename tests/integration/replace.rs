@@ -9,7 +9,7 @@ use crate::support::*;
 
 /// The old command: records its pid and its start, and on SIGTERM takes a moment to finish
 /// (so that a new command started too early would be caught), then records its end.
-fn old_command(dir: &TempDir) -> String {
+pub(crate) fn old_command(dir: &TempDir) -> String {
     let d = dir.join("").display().to_string();
     format!(
         "echo $$ > {d}old.pid; \
@@ -21,7 +21,7 @@ fn old_command(dir: &TempDir) -> String {
 
 /// The new command (and a plain waiter's, named `name`): records whether any process of
 /// the old command is alive (a zombie is not: its parent may be stopped), then its start.
-fn new_command(dir: &TempDir, name: &str) -> String {
+pub(crate) fn new_command(dir: &TempDir, name: &str) -> String {
     let d = dir.join("").display().to_string();
     format!(
         "state=$(awk '{{print $3}}' /proc/$(cat {d}old.pid)/stat 2>/dev/null); \
@@ -30,7 +30,7 @@ fn new_command(dir: &TempDir, name: &str) -> String {
     )
 }
 
-fn now_ns() -> u128 {
+pub(crate) fn now_ns() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -38,7 +38,7 @@ fn now_ns() -> u128 {
 }
 
 #[track_caller]
-fn stamp(dir: &TempDir, name: &str) -> u128 {
+pub(crate) fn stamp(dir: &TempDir, name: &str) -> u128 {
     let text = dir.read(name);
     text.trim()
         .parse()
@@ -56,7 +56,7 @@ fn r_args(nodes: &[RedisServer]) -> Vec<String> {
 /// A holder, a plain waiter, then a `--replace` run: the holder's command gets SIGTERM
 /// within 1 s, the holder exits 77 naming the new run, the new command starts only after the
 /// old one has ended, and before the plain waiter that came first.
-fn takeover(wrapper: impl Fn() -> Wrapper, subscribed: impl Fn() -> bool) {
+pub(crate) fn takeover(wrapper: impl Fn() -> Wrapper, subscribed: impl Fn() -> bool) {
     let dir = TempDir::new("replace");
     let old = wrapper()
         .args(["-k", "rp", "--label", "old", "--shell"])

@@ -189,3 +189,152 @@ fn a_frozen_sentinel_does_not_hide_the_new_master() {
     holder.let_go();
     holder.wait().assert_code(0).assert_stderr_lacks("lost");
 }
+
+/// The holder's own connections to `node` that listen (pub/sub), the sentinels' apart.
+fn listeners(node: &crate::support::deployments::Process) -> usize {
+    node.try_query::<String>(&["CLIENT", "LIST", "TYPE", "pubsub"])
+        .unwrap_or_default()
+        .lines()
+        .filter(|client| !client.contains("name=sentinel"))
+        .count()
+}
+
+/// `--replace` through the sentinels: the holder listens on the master they name, and the
+/// takeover goes as on one server (SIGTERM within 1 s, the new command after the old one).
+#[test]
+fn a_replacing_run_takes_over_through_the_sentinels() {
+    let set = SentinelSet::start();
+    crate::replace::takeover(|| set.cmd(), || listeners(&set.master) >= 1);
+}
+
+/// A failover while the holder listens: its subscription, cut with the old master, is made
+/// again on the new one through the sentinels, and a takeover asked for there is heard
+/// within 1 s, not at the next renewal.
+#[test]
+fn a_takeover_after_a_failover_is_heard_on_the_new_master() {
+    use crate::replace::{new_command, now_ns, old_command, stamp};
+    let mut set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-replace-failover");
+    let old = set
+        .cmd()
+        .args(["-k", "rf", "--ttl", KEY_TTL, "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(SETTLE, "the old command to start", || {
+        dir.exists("old.start")
+    });
+    wait_until(SETTLE, "the holder to listen", || {
+        listeners(&set.master) >= 1
+    });
+    set.master.kill();
+    set.wait_for_promotion();
+    wait_until(SETTLE, "the holder to listen on the new master", || {
+        listeners(&set.replica) >= 1
+    });
+    let asked = now_ns();
+    let new = set
+        .cmd()
+        .args(["-k", "rf", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(SETTLE)
+        .assert_code(77)
+        .assert_stderr_contains("replaced by");
+    new.wait_within(SETTLE).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(
+        !dir.exists("new.overlap"),
+        "the new command ran beside the old"
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+}
+
+/// A planned switchover while the holder listens: the old master lives on as a replica, and
+/// the holder's subscription may stay there. A takeover asked for on the new master still
+/// reaches the holder within 1 s.
+#[test]
+fn a_takeover_after_a_switchover_is_heard() {
+    use crate::replace::{new_command, now_ns, old_command, stamp};
+    let set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-replace-switch");
+    let old = set
+        .cmd()
+        .args(["-k", "rs", "--ttl", KEY_TTL, "--shell"])
+        .arg(old_command(&dir))
+        .spawn();
+    wait_until(SETTLE, "the old command to start", || {
+        dir.exists("old.start")
+    });
+    wait_until(SETTLE, "the holder to listen", || {
+        listeners(&set.master) >= 1
+    });
+    set.sentinels[0].query::<String>(&["SENTINEL", "FAILOVER", SERVICE]);
+    set.wait_for_promotion();
+    let new_master = set.replica.port().to_string();
+    set.master
+        .query::<String>(&["REPLICAOF", "127.0.0.1", &new_master]);
+    wait_until(SETTLE, "a renewal on the new master", || {
+        set.replica.calls("evalsha") > 0
+    });
+    let asked = now_ns();
+    let new = set
+        .cmd()
+        .args(["-k", "rs", "--replace", "--shell"])
+        .arg(new_command(&dir, "new"))
+        .spawn();
+    old.wait_within(SETTLE).assert_code(77);
+    new.wait_within(SETTLE).assert_code(0);
+    let term = stamp(&dir, "old.term");
+    assert!(
+        term - asked < 1_000_000_000,
+        "the old command got SIGTERM {} ms after the takeover was asked for",
+        (term - asked) / 1_000_000
+    );
+    assert!(stamp(&dir, "new.start") > stamp(&dir, "old.end"));
+}
+
+/// `--once` and `--once-per` records travel to the replica with the lock: after the master's
+/// death, the same work is found done on the new master.
+#[test]
+fn once_records_survive_a_failover() {
+    let mut set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-once");
+    let log = dir.join("log");
+    let note = format!("echo ran >> '{}'", log.display());
+    let url = set.url();
+    let once = |flags: [&str; 2]| {
+        Wrapper::new(&url)
+            .args(["-k", "job"])
+            .args(flags)
+            .args(["--shell", &note])
+            .run()
+    };
+    let flags = [["--once", "v1"], ["--once-per", "1h"]];
+    for flags in flags {
+        once(flags)
+            .assert_code(0)
+            .assert_stderr_lacks("already done");
+    }
+    wait_until(SETTLE, "the records to reach the replica", || {
+        set.replica
+            .try_query::<bool>(&["EXISTS", "{redlock:job}:done"])
+            .unwrap_or(false)
+            && set
+                .replica
+                .try_query::<bool>(&["EXISTS", "{redlock:job}:done:per"])
+                .unwrap_or(false)
+    });
+    set.master.kill();
+    set.wait_for_promotion();
+    for flags in flags {
+        once(flags)
+            .assert_code(0)
+            .assert_stderr_contains("already done");
+    }
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
+}

@@ -155,13 +155,16 @@ local done = false
 local once_per = tonumber(ARGV[15])
 -- Read only with --once or --once-per: nothing is added to a plain run's acquisition.
 local now = (once_per > 0 or ARGV[14] ~= '') and now_ms() or 0
--- A record is '<when, server ms> <holder's value>'. One dated in the future was not
--- written by redlock-run (a release writes the server's time): it counts as not done, and
--- goes, or it would make its ID done forever. A key of another type under the record's
--- name (another application's data) holds no record: not done, and left alone.
+-- A record is '<when, server ms> <holder's value>'. One dated more than --remember after
+-- now was not written by redlock-run (a release writes the server's time): it counts as not
+-- done, and goes, or it would make its ID done forever. One dated less far ahead is kept
+-- and counts: this server's clock went back since, or the record came from a master whose
+-- clock ran ahead (a failover, a slot moved); taken for another's, the work would be done
+-- again. A key of another type under the record's name (another application's data) holds
+-- no record: not done, and left alone.
 local function future(record)
   local when = tonumber(string.match(record, '^(%d+) '))
-  return when ~= nil and when > now
+  return when ~= nil and when > now + tonumber(ARGV[17])
 end
 if once_per > 0 then
   stamp = ARGV[16] ~= '0' and ARGV[16] or tostring(now)

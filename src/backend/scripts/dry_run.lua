@@ -98,16 +98,16 @@ if redis.acl_check_cmd then
 end
 
 -- The record of the work already done, as acquire.lua looks for it: --once-per first, then
--- --once. One dated in the future was not written by redlock-run and counts as not done
--- (acquire.lua takes it out; here it is only passed over); a key of another type holds no
--- record.
+-- --once. One dated more than --remember in the future was not written by redlock-run and
+-- counts as not done (acquire.lua takes it out; here it is only passed over); a key of
+-- another type holds no record.
 local done = ''
 local once_per = tonumber(ARGV[7])
 if once_per > 0 or ARGV[6] ~= '' then
   local now = now_ms()
   local function future(record)
     local when = tonumber(string.match(record, '^(%d+) '))
-    return when ~= nil and when > now
+    return when ~= nil and when > now + tonumber(ARGV[8])
   end
   if once_per > 0 and call('TYPE', KEYS[8]).ok == 'zset' then
     -- Strictly within DUR/2 of now, this run's arrival.

@@ -109,7 +109,7 @@ if ARGV[9] == '1' then
       if type(fields) == 'table' and not fields.err then
         for i = 1, #fields, 2 do
           local when = tonumber(string.match(fields[i + 1], '^(%d+) '))
-          if not when or when < now - remember or when > now then
+          if not when or when < now - remember or when > now + remember then
             call('HDEL', KEYS[4], fields[i])
           end
         end
