@@ -319,3 +319,39 @@ fn already_done_wins_over_superseding() {
     s2.wait().assert_code(0).assert_stderr_lacks("superseded");
     assert_eq!(lines(&order), ["s2"]);
 }
+
+/// The review's scenario (issue 30): an older superseding waiter that misses its wake-up,
+/// stopped (`SIGSTOP`) past the expiry its registry had (three leases and the holder's),
+/// while the newer one takes the lock, runs and leaves. Resumed, it must still learn that
+/// it was superseded (77, its command never run), not run its older work after the newer.
+#[test]
+fn a_superseded_waiter_paused_past_the_registrys_old_expiry_still_gives_way() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("supersede-paused");
+    let order = dir.join("order");
+    let args = ["-k", "sp", "--ttl", "1s", "--supersede"];
+    let holder = hold(server.cmd().args(["-k", "sp", "--ttl", "1s"]), &dir, "h");
+    let older = waiter(server.cmd().args(args), "older", &order);
+    wait_registered(&[&server], "sp", older.pid());
+    wait_queued(&server, "sp", 1);
+    older.signal(libc::SIGSTOP);
+    let newer = waiter(server.cmd().args(args), "newer", &order);
+    wait_registered(&[&server], "sp", newer.pid());
+    holder.let_go();
+    holder.wait().assert_code(0);
+    newer.wait_within(Duration::from_secs(15)).assert_code(0);
+    // Past what the registry used to last (3 × 1 s + the holder's lease): then it was gone,
+    // and the older waiter, finding no one newer named, took the lock.
+    let stopped = Instant::now();
+    std::thread::sleep(Duration::from_secs(8).saturating_sub(stopped.elapsed()));
+    older.signal(libc::SIGCONT);
+    let out = older.wait_within(Duration::from_secs(15));
+    out.assert_code(77)
+        .assert_stderr_contains("superseded on redlock:sp")
+        .assert_stderr_contains("(newer)");
+    assert_eq!(
+        lines(&order),
+        ["newer"],
+        "the older work ran after the newer"
+    );
+}

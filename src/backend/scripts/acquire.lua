@@ -259,8 +259,11 @@ local function register(pttl)
     end
     call('SET', registry, identity .. ARGV[2])
   end
-  -- Kept as long as the queue is, by each attempt of the newest waiter.
-  local keep = 3 * ttl + (pttl >= 0 and pttl or 10000)
+  -- Kept a week (or as long as the queue, if longer), refreshed by each attempt of the
+  -- newest waiter: an older waiter that missed its wake-up, stopped or starved however
+  -- long within that, still finds a newer one named here and gives way, rather than find
+  -- the registry expired and run its older work after the newer (one short key per lock).
+  local keep = math.max(3 * ttl + (pttl >= 0 and pttl or 10000), 604800000)
   if call('PTTL', registry) < keep then
     call('PEXPIRE', registry, keep)
   end
