@@ -69,6 +69,19 @@ impl PingUrl {
         if uri.host().is_none_or(str::is_empty) {
             bail!("invalid --ping: the URL has no host {HIDDEN}");
         }
+        // The URL parser reads a port of 99999 as no port at all: it would only fail at the
+        // ping, and as a host name that could not be resolved.
+        let authority = uri.authority().map_or("", |authority| authority.as_str());
+        let host_port = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, rest)| rest);
+        let port = match host_port.rsplit_once(':') {
+            Some((_, port)) if !host_port.ends_with(']') && !port.is_empty() => Some(port),
+            _ => None,
+        };
+        if port.is_some_and(|port| !matches!(port.parse::<u16>(), Ok(1..))) {
+            bail!("invalid --ping: the URL's port is not a number from 1 to 65535 {HIDDEN}");
+        }
         // A fragment is never sent; the query goes after the path we add.
         let text_without_fragment = text.split('#').next().unwrap_or(text);
         let (base, query) = match text_without_fragment.split_once('?') {

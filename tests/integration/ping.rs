@@ -509,3 +509,20 @@ fn an_https_ping_uses_the_system_roots() {
         "a ping got through an untrusted certificate"
     );
 }
+
+/// A port out of range in a `--ping` URL is named as such (125, before any Redis command),
+/// not left to fail later as "the host name could not be resolved".
+#[test]
+fn a_ping_port_out_of_range_is_named() {
+    for port in ["99999", "0"] {
+        Wrapper::bare()
+            .args(["-k", "pp", "--ping"])
+            .arg(format!("http://127.0.0.1:{port}/check-key"))
+            .args(["--", "true"])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("port")
+            .assert_stderr_lacks("resolved")
+            .assert_stderr_lacks("check-key");
+    }
+}

@@ -270,9 +270,33 @@ fn a_url_asking_for_resp3_is_refused_up_front() {
             .run()
             .assert_code(125)
             .assert_stderr_contains("protocol=")
-            .assert_stderr_contains("RESP3");
+            .assert_stderr_contains("RESP3")
+            .assert_stderr_lacks("speaks RESP2");
         assert!(!dir.exists("ran"));
     }
+}
+
+/// A parameter the URL's scheme does not know (`?foo=bar`, a typo of `protocol`) is
+/// refused (125) rather than ignored (the URL is shown, its password redacted, as for any
+/// bad URL); `redis+unix://`'s own `db`, `user` and `pass` are not refused there.
+#[test]
+fn an_unknown_url_parameter_is_refused() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("unknown-param");
+    for query in ["?foo=bar", "?protocol=resp2&foo=bar", "?db=1"] {
+        let url = format!("{}/{query}", server.url());
+        Wrapper::new(&url)
+            .args(["-k", "qp", "--", "touch"])
+            .arg(dir.join("ran"))
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("unknown parameter");
+        assert!(!dir.exists("ran"), "{query}");
+    }
+    Wrapper::new(&format!("{}/?protocol=resp2", server.url()))
+        .args(["-k", "qp", "--", "true"])
+        .run()
+        .assert_code(0);
 }
 
 /// `SUBSCRIBE` renamed away in the server's configuration: a waiter cannot be told of a
