@@ -19,7 +19,7 @@ use redis::{
 };
 
 use super::endpoint::{Endpoint, Target};
-use super::error::{describe_error, is_permission_error, time_left, BackendError};
+use super::error::{describe_error, is_permission_error, time_left, tls_unanswered, BackendError};
 use super::key::Key;
 use super::polled::SubscribedWire;
 use super::scripts::{self, Call, LuaScript};
@@ -80,7 +80,7 @@ impl Session<'_> {
             let (reply,): (T,) = with_asking(command).query(connection)?;
             Ok(reply)
         })?;
-        reply.map_err(|(err, node)| describe_error(err, &node))
+        reply.map_err(|(err, node)| self.describe(err, &node))
     }
 
     /// Sends `command`, which names `key`, to the server that holds `key` (a cluster's
@@ -123,7 +123,7 @@ impl Session<'_> {
         };
         match self.send(key, run)? {
             Err((err, _)) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {}
-            other => return other.map_err(|(err, node)| describe_error(err, &node)),
+            other => return other.map_err(|(err, node)| self.describe(err, &node)),
         }
         let load_and_run = |connection: &mut dyn ConnectionLike, asking: bool| {
             let mut pipe = redis::pipe();
@@ -141,7 +141,7 @@ impl Session<'_> {
             // leaves it in the server's cache).
             Err((err, _)) if is_permission_error(&err) && err.to_string().contains("'script") => {}
             reply => {
-                let (reply,): (T,) = reply.map_err(|(err, node)| describe_error(err, &node))?;
+                let (reply,): (T,) = reply.map_err(|(err, node)| self.describe(err, &node))?;
                 return Ok(reply);
             }
         }
@@ -155,7 +155,7 @@ impl Session<'_> {
             Ok(reply)
         };
         self.send(key, run_source)?
-            .map_err(|(err, node)| describe_error(err, &node))
+            .map_err(|(err, node)| self.describe(err, &node))
     }
 
     /// How long the next command may take: until the call's deadline, or the configured
@@ -252,6 +252,18 @@ impl Session<'_> {
 
     fn display(&self) -> String {
         self.endpoint.describe_node("")
+    }
+
+    /// A command's failure at `node`, described; a TLS server that did not answer within
+    /// the Redis timeout is hinted at as a plain one behind `rediss://`.
+    fn describe(&self, err: RedisError, node: &str) -> anyhow::Error {
+        let unanswered = err.is_timeout() && self.endpoint.is_tls();
+        let described = describe_error(err, node);
+        if unanswered {
+            tls_unanswered(described, self.timeout)
+        } else {
+            described
+        }
     }
 }
 

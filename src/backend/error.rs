@@ -156,6 +156,20 @@ pub(super) fn describe_error(err: RedisError, display: &str) -> anyhow::Error {
     anyhow::Error::new(BackendError::new(message, failure))
 }
 
+/// A TLS connection whose server did not answer in time (`waited`): most often a plain
+/// server behind a `rediss://` URL, which reads the TLS handshake as the start of a command
+/// and waits for its end. Said so, with how long it waited, not only "no answer in time".
+pub(super) fn tls_unanswered(mut err: anyhow::Error, waited: Duration) -> anyhow::Error {
+    if let Some(described) = err.downcast_mut::<BackendError>() {
+        described.message = format!(
+            "{} within {}: if that server does not use TLS, use a redis:// URL, not rediss://",
+            described.message,
+            crate::report::duration(waited)
+        );
+    }
+    err
+}
+
 /// Whether the server turned our credentials, or what they allow, down: a refusal that
 /// retrying will not change.
 pub(super) fn is_auth_error(err: &RedisError) -> bool {

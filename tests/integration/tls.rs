@@ -81,3 +81,18 @@ fn plaintext_against_tls_port_exits_125() {
         out.elapsed
     );
 }
+
+/// `rediss://` against a plain server (which reads the TLS handshake as the start of a
+/// command and waits): the error hints at TLS and says how long it waited, rather than only
+/// "no answer in time".
+#[test]
+fn tls_against_a_plaintext_server_hints_at_tls() {
+    let server = RedisServer::start();
+    let url = server.url().replacen("redis://", "rediss://", 1);
+    Wrapper::new(&url)
+        .args(["-k", "tp", "--redis-timeout", "1s", "--", "true"])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("within 1s")
+        .assert_stderr_contains("use a redis:// URL, not rediss://");
+}

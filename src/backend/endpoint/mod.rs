@@ -63,6 +63,8 @@ pub struct Endpoint {
     /// A waiter's subscription to the one server that commands may be sent over (RESP3,
     /// see `polled`), while it lives: used instead of opening a connection of its own.
     lent: Option<Weak<SharedWire>>,
+    /// The URL asks for TLS (`rediss`, `valkeys`): a server's silence may mean it has none.
+    tls: bool,
 }
 
 /// How long what a server said of itself is trusted for a waiter's later tries.
@@ -205,7 +207,13 @@ impl Endpoint {
             connections: HashMap::new(),
             rested: HashMap::new(),
             lent: None,
+            tls: scheme.starts_with("rediss") || scheme.starts_with("valkeys"),
         })
+    }
+
+    /// Whether connections go over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls
     }
 
     /// Whether keys live on several masters (and `MOVED` and `ASK` mean something).
@@ -403,9 +411,18 @@ impl Endpoint {
         let display = self.describe_node(address);
         match &mut self.kind {
             Kind::Server(client) => {
-                let connection = time_left(Duration::MAX, Some(until))
-                    .and_then(|limit| client.get_connection_with_timeout(limit))
+                let limit = time_left(Duration::MAX, Some(until))
                     .map_err(|err| describe_error(err, &display))?;
+                let tls = self.tls;
+                let connection = client.get_connection_with_timeout(limit).map_err(|err| {
+                    let unanswered = tls && err.is_timeout();
+                    let described = describe_error(err, &display);
+                    if unanswered {
+                        super::error::tls_unanswered(described, limit)
+                    } else {
+                        described
+                    }
+                })?;
                 Ok(Node {
                     connection: connection.into(),
                     replicas: None,
