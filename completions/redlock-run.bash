@@ -194,7 +194,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__check)
+        redlock__run__subcmd__check)
             opts="-k -r -h --key --max-held --warn-held --max-skips --warn-skips --max-since-success --warn-since-success --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -264,7 +264,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help)
+        redlock__run__subcmd__help)
             opts="status list release metrics check history help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -278,7 +278,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__check)
+        redlock__run__subcmd__help__subcmd__check)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -292,7 +292,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__help)
+        redlock__run__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -306,7 +306,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__history)
+        redlock__run__subcmd__help__subcmd__history)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -320,7 +320,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__list)
+        redlock__run__subcmd__help__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -334,7 +334,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__metrics)
+        redlock__run__subcmd__help__subcmd__metrics)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -348,7 +348,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__release)
+        redlock__run__subcmd__help__subcmd__release)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -362,7 +362,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__help__subcmd__status)
+        redlock__run__subcmd__help__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -376,7 +376,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__history)
+        redlock__run__subcmd__history)
             opts="-k -n -f -r -h --key --lines --json --follow --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -430,7 +430,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__list)
+        redlock__run__subcmd__list)
             opts="-r -h --json --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -468,7 +468,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__metrics)
+        redlock__run__subcmd__metrics)
             opts="-r -h --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -506,7 +506,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__release)
+        redlock__run__subcmd__release)
             opts="-k -r -h --key --force --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -552,7 +552,7 @@ _redlock__run() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        redlock__subcmd__run__subcmd__status)
+        redlock__run__subcmd__status)
             opts="-k -r -h --key --json --redis --password-file --prefix --redis-timeout --log-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -5,6 +5,10 @@
 //!
 //! When `src/cli.rs` changes, these tests fail; rerun them with `UPDATE_COMPLETIONS=1` to
 //! rewrite the files, and commit the result.
+//!
+//! clap_complete's bash and zsh output is mended here where it is wrong for this command
+//! line (`bash_mended`, `zsh_mended`), and what is generated is then tried in real bash and
+//! zsh: a subcommand's own options must complete.
 
 use std::path::PathBuf;
 
@@ -18,10 +22,84 @@ use redlock_run::cli::{Cli, AFTER_HELP};
 const BIN_NAME: &str = "redlock-run";
 const UPDATE_HINT: &str = "UPDATE_COMPLETIONS=1 cargo test --test integration completions";
 
+/// What clap_complete generates for `shell`, mended where it is wrong for this command line
+/// (`bash_mended`, `zsh_mended`).
 fn completion(shell: Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), BIN_NAME, &mut out);
-    out
+    let text = String::from_utf8(out).expect("completions are UTF-8");
+    match shell {
+        Shell::Bash => bash_mended(&text),
+        Shell::Zsh => zsh_mended(&text),
+        _ => text,
+    }
+    .into_bytes()
+}
+
+/// `text` with `from` replaced by `to` exactly `times` times: a change in clap_complete's
+/// output fails here, by name, rather than leaving a completion quietly broken.
+#[track_caller]
+fn mend(text: &str, from: &str, to: &str, times: usize) -> String {
+    let found = text.matches(from).count();
+    assert_eq!(
+        found, times,
+        "clap_complete's output changed: {from:?} is there {found} times, not {times}; \
+         review the mending in tests/integration/completions.rs"
+    );
+    text.replace(from, to)
+}
+
+/// clap_complete spells a subcommand's state `redlock__run__subcmd__status` where it sets it
+/// and `redlock__subcmd__run__subcmd__status` where it tests it (the `-` of the program's
+/// name read as a subcommand separator; clap-rs/clap#6421), so a subcommand's options never
+/// complete. The tests' spelling is made the setter's.
+fn bash_mended(text: &str) -> String {
+    let set = BIN_NAME.replace('-', "__");
+    let tested = BIN_NAME.replace('-', "__subcmd__");
+    let subcommands = Cli::command().get_subcommands().count() + 1; // and `help`
+                                                                    // Each subcommand, and each under `help`.
+    mend(
+        text,
+        &format!("        {tested}__subcmd__"),
+        &format!("        {set}__subcmd__"),
+        subcommands * 2,
+    )
+}
+
+/// clap_complete gives zsh the run's COMMAND as the first positional and the subcommand as
+/// the second, so that `redlock-run status` takes `status` for the COMMAND and never
+/// completes the subcommand's options. Here the first word is the subcommand, when it comes
+/// first on the line; after an option or `--` it is a program to run, and what follows it
+/// that program's own arguments (`_normal`), as the run reads them.
+fn zsh_mended(text: &str) -> String {
+    let command = Cli::command()
+        .get_arguments()
+        .find(|arg| arg.get_id() == "command")
+        .and_then(|arg| arg.get_help().map(ToString::to_string))
+        .expect("the COMMAND argument has a help");
+    let text = mend(
+        text,
+        &format!("'::command -- {command}:_default' \\\n"),
+        "",
+        1,
+    );
+    let text = mend(&text, "$line[2]", "$line[1]", 3);
+    let text = mend(
+        &text,
+        "\n;;\n        esac\n    ;;\nesac\n}\n",
+        "\n;;\n(*)\n_normal\n;;\n        esac\n    ;;\nesac\n}\n",
+        1,
+    );
+    mend(
+        &text,
+        &format!("_{BIN_NAME}_commands() {{\n"),
+        &format!(
+            "_{BIN_NAME}_commands() {{\n    \
+             # After an option or --: the program to run.\n    \
+             if (( CURRENT > 2 )); then\n        _command_names -e\n        return\n    fi\n"
+        ),
+        1,
+    )
 }
 
 /// The man page: clap_mangen's sections for what clap knows (name, synopsis, description,
@@ -441,5 +519,134 @@ fn man_page_names_every_variable() {
             environment.contains(&format!("\\fB{name}\\fR")),
             "the man page's ENVIRONMENT lacks {name}:\n{environment}"
         );
+    }
+}
+
+/// `name`'s path; a shell that is missing fails the test with how to install it (these
+/// tests are never skipped: `scripts/test` installs both shells).
+fn shell(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is needed to test its completions and is not on PATH; install it \
+                 (Debian/Ubuntu: sudo apt-get install -y {name}) or run scripts/test, which does"
+            )
+        })
+}
+
+/// `dir` with the completion file for `shell` written in it, as generated (which the tests
+/// above hold the checked-in file to; read from here, they cannot race with the rewrite
+/// under `UPDATE_COMPLETIONS`).
+fn generated_into(dir: &crate::support::TempDir, shell: Shell, file: &str) -> PathBuf {
+    let path = dir.join(file);
+    std::fs::write(&path, completion(shell)).unwrap();
+    path
+}
+
+/// What bash offers for the last of `words` (typed after `redlock-run`), by the generated
+/// completion function, called as bash's `complete -F` calls it.
+fn bash_offers(words: &[&str]) -> Vec<String> {
+    let dir = crate::support::TempDir::new("bash-completion");
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        "source '{file}' || exit 9\n\
+         COMP_WORDS=(redlock-run {words})\n\
+         COMP_CWORD={cword}\n\
+         _redlock__run redlock-run \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        file = generated_into(&dir, Shell::Bash, "redlock-run.bash").display(),
+        words = quoted.join(" "),
+        cword = words.len(),
+    );
+    let out = std::process::Command::new(shell("bash"))
+        .args(["--norc", "--noprofile", "-c", &script])
+        .output()
+        .expect("running bash");
+    assert!(out.status.success(), "bash: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// In real bash, a subcommand's own options complete, as the main form's do.
+#[test]
+fn bash_completes_each_subcommands_options() {
+    for (words, wanted) in [
+        (&["status", "--j"][..], "--json"),
+        (&["check", "--max-h"], "--max-held"),
+        (&["history", "--fol"], "--follow"),
+        (&["release", "--for"], "--force"),
+        (&["-k", "x", "--dry-r"], "--dry-run"),
+        (&["sta"], "status"),
+    ] {
+        let offered = bash_offers(words);
+        assert_eq!(offered, [wanted], "redlock-run {}<TAB>", words.join(" "));
+    }
+}
+
+/// The line zsh leaves after `line` and a TAB, in an interactive zsh (driven through a
+/// pseudo-terminal by `zpty`) whose completion system has the generated `_redlock-run`.
+/// `dir` holds a program `redlock-test-prog` (on PATH) and a file `unique-file.txt` (the
+/// working directory).
+fn zsh_completes(dir: &crate::support::TempDir, line: &str) -> String {
+    let out = dir.join("buffer");
+    let _ = std::fs::remove_file(&out);
+    // ^X, bound to a widget that writes the line, follows the TAB.
+    let harness = r#"
+zmodload zsh/zpty || exit 9
+zpty z zsh -f -i
+zpty -w z "cd ${(q)DIR}; PATH=${(q)DIR}:\$PATH; fpath=(${(q)FPATH_DIR} \$fpath); autoload -Uz compinit; compinit -u -d ${(q)DIR}/zcompdump; dump() { print -r -- \"\$BUFFER\" > ${(q)OUT} }; zle -N dump; bindkey '^X' dump"
+zpty -w -n z "$LINE"$'\t\x18'
+for i in {1..600}; do [[ -s $OUT ]] && break; sleep 0.05; done
+zpty -d z
+"#;
+    let status = std::process::Command::new(shell("zsh"))
+        .args(["-f", "-c", harness])
+        .env("DIR", dir.path())
+        .env(
+            "FPATH_DIR",
+            generated_into(dir, Shell::Zsh, "_redlock-run")
+                .parent()
+                .expect("a file in a directory"),
+        )
+        .env("OUT", &out)
+        .env("LINE", line)
+        .status()
+        .expect("running zsh");
+    assert!(status.success(), "zsh: {status}");
+    std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| panic!("zsh wrote no line for {line:?} (in 30s): {e}"))
+        .trim_end_matches('\n')
+        .to_string()
+}
+
+/// In real zsh, a subcommand's own options complete; after an option or `--` the word is a
+/// program to run, and after it that program's own arguments.
+#[test]
+fn zsh_completes_each_subcommands_options() {
+    let dir = crate::support::TempDir::new("zsh-completion");
+    dir.script("redlock-test-prog", "true");
+    std::fs::write(dir.join("unique-file.txt"), "").unwrap();
+    for (line, wanted) in [
+        ("redlock-run status --js", "redlock-run status --json "),
+        ("redlock-run check --max-h", "redlock-run check --max-held="),
+        ("redlock-run history --fol", "redlock-run history --follow "),
+        ("redlock-run -k x --dry-r", "redlock-run -k x --dry-run "),
+        ("redlock-run sta", "redlock-run status "),
+        (
+            "redlock-run -k x -- redlock-test-pr",
+            "redlock-run -k x -- redlock-test-prog ",
+        ),
+        (
+            "redlock-run -k x -- redlock-test-prog unique-f",
+            "redlock-run -k x -- redlock-test-prog unique-file.txt ",
+        ),
+    ] {
+        assert_eq!(zsh_completes(&dir, line), wanted, "{line}<TAB>");
     }
 }
