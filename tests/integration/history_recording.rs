@@ -347,6 +347,57 @@ fn a_holder_killed_with_sigkill_is_found_expired() {
     assert_eq!(counter(&stats(&server, "e"), "expired"), 1);
 }
 
+/// `--limit 3`: a holder of slot 2 killed with `kill -9` while slot 1 comes free. Later
+/// runs take slot 1 only, and the first of them records `expired` for the dead holder all
+/// the same; a run that takes slot 2 at last does not record it again.
+#[test]
+fn a_dead_holder_of_a_slot_nobody_takes_is_found_expired_once() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("hist-expired-slot");
+    let wrapper = || server.cmd().args(["-k", "s", "--limit", "3", "-t", "1s"]);
+    let first = hold(wrapper(), &dir, "a");
+    let dead = Job::new(&dir, "b")
+        .first(&format!("echo $$ > '{}'", dir.join("b.pid").display()))
+        .start(wrapper());
+    let job = read_pid(&dir.join("b.pid"));
+    signal(dead.pid(), libc::SIGKILL);
+    wait_for_death(dead.pid(), Duration::from_secs(5));
+    wait_for_death(job, Duration::from_secs(5));
+    wait_until(Duration::from_secs(10), "slot 2's lease to run out", || {
+        !server.exists("{redlock:s}:slot:2")
+    });
+    first.let_go();
+    first.wait().assert_code(0);
+    for _ in 0..2 {
+        wrapper().args(["--", "true"]).run().assert_code(0);
+    }
+    let dead_token = dir.read("b.token");
+    let expired: Vec<Entry> = history(&server, "s")
+        .into_iter()
+        .filter(|entry| entry.event() == "expired")
+        .collect();
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0].field("token"), dead_token);
+    assert_eq!(expired[0].number("fence"), fence_of(&dir, "b"));
+    assert!(expired[0].number("held_ms") >= 1000, "{expired:?}");
+    assert_eq!(counter(&stats(&server, "s"), "expired"), 1);
+
+    // Slot 1 held: the next run takes slot 2, the dead holder's, and finds nothing there.
+    let holder = hold(wrapper(), &dir, "c");
+    wrapper().args(["--", "true"]).run().assert_code(0);
+    holder.let_go();
+    holder.wait().assert_code(0);
+    let entries = history(&server, "s");
+    let expired = entries.iter().filter(|e| e.event() == "expired").count();
+    assert_eq!(expired, 1, "{:?}", events(&entries));
+    let counted = stats(&server, "s");
+    assert_eq!(counter(&counted, "expired"), 1);
+    assert!(
+        !counted.keys().any(|field| field.starts_with("slot:")),
+        "{counted:?}"
+    );
+}
+
 /// The replaced holder's release records `replaced`, not `released`.
 #[test]
 fn a_replaced_holder_records_replaced() {
