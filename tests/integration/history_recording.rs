@@ -524,6 +524,87 @@ fn every_redlock_node_records() {
     assert!(tokens.iter().all(|token| *token == tokens[0]));
 }
 
+/// Redlock: an attempt that took the lock on every node, held still by a debugger before it
+/// settles its fence until a third of its TTL has passed (a majority won too slowly), lets
+/// it go again: each node records the end of its `acquired`, `abandoned`, and `history`
+/// shows it. The command never runs; no hold is counted.
+#[test]
+fn an_attempt_that_wins_a_majority_too_slowly_records_abandoned() {
+    let gdb = require(
+        "gdb",
+        "this test holds redlock-run still while its attempt runs out of time",
+        "apt-get install gdb",
+    );
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    // One count everywhere: the fence is settled at once, and only the time is wrong.
+    for node in &nodes {
+        node.set("{redlock:ab}:fence", "100");
+    }
+    let dir = TempDir::new("hist-abandoned");
+    let (paused, go, ran) = (dir.join("paused"), dir.join("go"), dir.join("ran"));
+    let script = format!(
+        "exec '{gdb}' -q -batch \
+         -ex 'break redlock_run::backend::quorum::Quorum::settle_fence' -ex run \
+         -ex 'shell touch {paused}; while [ ! -e {go} ]; do sleep 0.05; done' \
+         -ex delete -ex continue -ex 'quit $_exitcode' --args \"$0\" \"$@\"",
+        gdb = gdb.display(),
+        paused = paused.display(),
+        go = go.display(),
+    );
+    let mut wrapper = Wrapper::via_shell(&nodes[0].url(), &script).arg(BIN);
+    for node in &nodes {
+        wrapper = wrapper.args(["-r", node.url().as_str()]);
+    }
+    let running = wrapper
+        .args(["-k", "ab", "--ttl", "9s", "--no-wait", "--", "touch"])
+        .arg(&ran)
+        .spawn();
+    wait_until(Duration::from_secs(30), "gdb to hold redlock-run", || {
+        paused.exists()
+    });
+    // Taken on every node; a third of the TTL gone since (PTTL counts from after the attempt
+    // started), with plenty left for the release to find the key still there.
+    wait_until(
+        Duration::from_secs(15),
+        "a third of the TTL to pass",
+        || {
+            nodes.iter().all(|node| {
+                let pttl = node.pttl("redlock:ab");
+                (0..5500).contains(&pttl)
+            })
+        },
+    );
+    std::fs::write(&go, "").unwrap();
+    let out = running.wait();
+    out.assert_stderr_contains("took longer than a third of its TTL");
+    assert!(!ran.exists(), "the command ran");
+    for node in &nodes {
+        let entries = history(node, "ab");
+        assert_eq!(events(&entries), ["acquired", "abandoned"]);
+        let abandoned = &entries[1];
+        assert_eq!(abandoned.field("token"), entries[0].field("token"));
+        assert_eq!(abandoned.number("fence"), entries[0].number("fence"));
+        assert!(!abandoned.has("exit_code"), "{:?}", abandoned.fields);
+        let counted = stats(node, "ab");
+        assert!(!counted.contains_key("hold_count"), "{counted:?}");
+        assert!(
+            !counted.keys().any(|f| f.starts_with("slot:")),
+            "{counted:?}"
+        );
+    }
+    let shown = nodes
+        .iter()
+        .fold(Wrapper::bare().args(["history", "-k", "ab"]), |w, node| {
+            w.args(["-r", node.url().as_str()])
+        })
+        .run();
+    shown.assert_code(0);
+    let text = shown.stdout_str();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains(" abandoned: fence "), "{lines:?}");
+}
+
 /// Counters that are not integers (another client wrote them) start again from the run's
 /// increment: the counting goes on, and with it the removal of a released holder's
 /// `slot:1` field, so that an expired lease is recorded once, not again at each run.
