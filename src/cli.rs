@@ -778,7 +778,7 @@ pub enum Admin {
         connection: Connection,
     },
     /// Show a lock's last events, newest last, one line each: acquired, released, lost,
-    /// expired, forced, busy, timeout, superseded, replaced, already_done
+    /// expired, forced, abandoned, busy, timeout, superseded, replaced, already_done
     ///
     /// Each line gives the event's time (the Redis server's clock, UTC), the event, the
     /// fence, the run's host, pid, program name and label, and where they apply its exit

@@ -389,7 +389,7 @@ impl SingleRedis {
     /// each release once. An empty `notice` wakes no one.
     ///
     /// `ending`: how the hold ended, recorded in the lock's history in the same script;
-    /// `None` records nothing (an attempt letting go of what it took).
+    /// `None`: an attempt letting go of what it took, recorded as `abandoned`.
     pub fn release_announcing(
         &mut self,
         keep_for: Option<Duration>,

@@ -500,8 +500,8 @@ pub(super) struct Release {
     pub recording: RecordArgs,
     /// The number of the slot (1 for the lock's own key).
     pub slot_number: u32,
-    /// How the hold ended, for the history; `None`: nothing recorded (an attempt letting
-    /// go of what it took).
+    /// How the hold ended, for the history; `None`: an attempt letting go of what it took,
+    /// recorded as `abandoned` where it still holds the key (nothing elsewhere).
     pub ending: Option<super::HoldEnd>,
     /// A renewal already recorded this holder's loss on this server.
     pub lost_recorded: bool,
@@ -583,7 +583,7 @@ impl Call for Release {
             number(self.recording.max),
             number(self.slot_number),
             match self.ending {
-                None => Vec::new(),
+                None => b"abandoned".to_vec(),
                 Some(ending) if ending.replaced => b"replaced".to_vec(),
                 Some(_) => b"released".to_vec(),
             },

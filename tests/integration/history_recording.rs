@@ -353,6 +353,57 @@ fn a_holder_killed_with_sigkill_is_found_expired() {
     assert_eq!(counter(&stats(&server, "e"), "expired"), 1);
 }
 
+/// `--limit 3`: a holder of slot 2 killed with `kill -9` while slot 1 comes free. Later
+/// runs take slot 1 only, and the first of them records `expired` for the dead holder all
+/// the same; a run that takes slot 2 at last does not record it again.
+#[test]
+fn a_dead_holder_of_a_slot_nobody_takes_is_found_expired_once() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("hist-expired-slot");
+    let wrapper = || server.cmd().args(["-k", "s", "--limit", "3", "-t", "1s"]);
+    let first = hold(wrapper(), &dir, "a");
+    let dead = Job::new(&dir, "b")
+        .first(&format!("echo $$ > '{}'", dir.join("b.pid").display()))
+        .start(wrapper());
+    let job = read_pid(&dir.join("b.pid"));
+    signal(dead.pid(), libc::SIGKILL);
+    wait_for_death(dead.pid(), Duration::from_secs(5));
+    wait_for_death(job, Duration::from_secs(5));
+    wait_until(Duration::from_secs(10), "slot 2's lease to run out", || {
+        !server.exists("{redlock:s}:slot:2")
+    });
+    first.let_go();
+    first.wait().assert_code(0);
+    for _ in 0..2 {
+        wrapper().args(["--", "true"]).run().assert_code(0);
+    }
+    let dead_token = dir.read("b.token");
+    let expired: Vec<Entry> = history(&server, "s")
+        .into_iter()
+        .filter(|entry| entry.event() == "expired")
+        .collect();
+    assert_eq!(expired.len(), 1, "{expired:?}");
+    assert_eq!(expired[0].field("token"), dead_token);
+    assert_eq!(expired[0].number("fence"), fence_of(&dir, "b"));
+    assert!(expired[0].number("held_ms") >= 1000, "{expired:?}");
+    assert_eq!(counter(&stats(&server, "s"), "expired"), 1);
+
+    // Slot 1 held: the next run takes slot 2, the dead holder's, and finds nothing there.
+    let holder = hold(wrapper(), &dir, "c");
+    wrapper().args(["--", "true"]).run().assert_code(0);
+    holder.let_go();
+    holder.wait().assert_code(0);
+    let entries = history(&server, "s");
+    let expired = entries.iter().filter(|e| e.event() == "expired").count();
+    assert_eq!(expired, 1, "{:?}", events(&entries));
+    let counted = stats(&server, "s");
+    assert_eq!(counter(&counted, "expired"), 1);
+    assert!(
+        !counted.keys().any(|field| field.starts_with("slot:")),
+        "{counted:?}"
+    );
+}
+
 /// The replaced holder's release records `replaced`, not `released`.
 #[test]
 fn a_replaced_holder_records_replaced() {
@@ -477,6 +528,87 @@ fn every_redlock_node_records() {
         })
         .collect();
     assert!(tokens.iter().all(|token| *token == tokens[0]));
+}
+
+/// Redlock: an attempt that took the lock on every node, held still by a debugger before it
+/// settles its fence until a third of its TTL has passed (a majority won too slowly), lets
+/// it go again: each node records the end of its `acquired`, `abandoned`, and `history`
+/// shows it. The command never runs; no hold is counted.
+#[test]
+fn an_attempt_that_wins_a_majority_too_slowly_records_abandoned() {
+    let gdb = require(
+        "gdb",
+        "this test holds redlock-run still while its attempt runs out of time",
+        "apt-get install gdb",
+    );
+    let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    // One count everywhere: the fence is settled at once, and only the time is wrong.
+    for node in &nodes {
+        node.set("{redlock:ab}:fence", "100");
+    }
+    let dir = TempDir::new("hist-abandoned");
+    let (paused, go, ran) = (dir.join("paused"), dir.join("go"), dir.join("ran"));
+    let script = format!(
+        "exec '{gdb}' -q -batch \
+         -ex 'break redlock_run::backend::quorum::Quorum::settle_fence' -ex run \
+         -ex 'shell touch {paused}; while [ ! -e {go} ]; do sleep 0.05; done' \
+         -ex delete -ex continue -ex 'quit $_exitcode' --args \"$0\" \"$@\"",
+        gdb = gdb.display(),
+        paused = paused.display(),
+        go = go.display(),
+    );
+    let mut wrapper = Wrapper::via_shell(&nodes[0].url(), &script).arg(BIN);
+    for node in &nodes {
+        wrapper = wrapper.args(["-r", node.url().as_str()]);
+    }
+    let running = wrapper
+        .args(["-k", "ab", "--ttl", "9s", "--no-wait", "--", "touch"])
+        .arg(&ran)
+        .spawn();
+    wait_until(Duration::from_secs(30), "gdb to hold redlock-run", || {
+        paused.exists()
+    });
+    // Taken on every node; a third of the TTL gone since (PTTL counts from after the attempt
+    // started), with plenty left for the release to find the key still there.
+    wait_until(
+        Duration::from_secs(15),
+        "a third of the TTL to pass",
+        || {
+            nodes.iter().all(|node| {
+                let pttl = node.pttl("redlock:ab");
+                (0..5500).contains(&pttl)
+            })
+        },
+    );
+    std::fs::write(&go, "").unwrap();
+    let out = running.wait();
+    out.assert_stderr_contains("took longer than a third of its TTL");
+    assert!(!ran.exists(), "the command ran");
+    for node in &nodes {
+        let entries = history(node, "ab");
+        assert_eq!(events(&entries), ["acquired", "abandoned"]);
+        let abandoned = &entries[1];
+        assert_eq!(abandoned.field("token"), entries[0].field("token"));
+        assert_eq!(abandoned.number("fence"), entries[0].number("fence"));
+        assert!(!abandoned.has("exit_code"), "{:?}", abandoned.fields);
+        let counted = stats(node, "ab");
+        assert!(!counted.contains_key("hold_count"), "{counted:?}");
+        assert!(
+            !counted.keys().any(|f| f.starts_with("slot:")),
+            "{counted:?}"
+        );
+    }
+    let shown = nodes
+        .iter()
+        .fold(Wrapper::bare().args(["history", "-k", "ab"]), |w, node| {
+            w.args(["-r", node.url().as_str()])
+        })
+        .run();
+    shown.assert_code(0);
+    let text = shown.stdout_str();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[1].contains(" abandoned: fence "), "{lines:?}");
 }
 
 /// Counters that are not integers (another client wrote them) start again from the run's

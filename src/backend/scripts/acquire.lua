@@ -116,10 +116,13 @@ local function held_for(key)
   end
 end
 
+-- What each slot holds, as `read` says.
+local found = {}
 for i = 1, n do
   -- A hash or list under this name (another application's data) is simply someone
   -- else's, for as long as it exists.
   local current = read(KEYS[i])
+  found[i] = current
   if current == false then
     table.insert(free, i)
   elseif type(current) == 'string' then
@@ -137,6 +140,23 @@ for i = 1, n do
     held_for(KEYS[i])
   else
     held_for(KEYS[i])
+  end
+end
+
+-- A holder that never released (killed, its host gone) left its `slot:<i>` field, naming a
+-- value its slot no longer holds: its lease ran out. The first run of the key to see it
+-- records `expired` and takes the field out, whichever slot it takes, if any: a slot that
+-- stays free would otherwise hide it from the history while `metrics` counts it.
+if recording() then
+  for i = 1, n do
+    local left = record(2, 'HGET', 'slot:' .. i)
+    local since, of = string.match(type(left) == 'string' and left or '', '^(%d+) (.*)$')
+    if since and found[i] ~= of then
+      record_event('expired', 'token', token_of(of), 'fence', string.match(of, '"fence":(%d+)'),
+        'holder', of, 'by', ARGV[6], 'held_ms', math.max(now_ms() - tonumber(since), 0))
+      count('expired')
+      record(2, 'HDEL', 'slot:' .. i)
+    end
   end
 end
 
@@ -426,17 +446,8 @@ if n > 1 and call('PTTL', KEYS[n + 1]) < ttl then
   call('SET', KEYS[n + 1], n, 'PX', ttl)
 end
 if recording() then
-  local at = now_ms()
-  -- A holder of this slot that never released (killed, its host gone) left its field: the
-  -- lease ran out, which is found here.
-  local left = record(2, 'HGET', 'slot:' .. slot)
-  local since, of = string.match(type(left) == 'string' and left or '', '^(%d+) (.*)$')
-  if since then
-    record_event('expired', 'token', token_of(of), 'fence', string.match(of, '"fence":(%d+)'),
-      'holder', of, 'by', token, 'held_ms', math.max(at - tonumber(since), 0))
-    count('expired')
-  end
-  record(2, 'HSET', 'slot:' .. slot, at .. ' ' .. value)
+  -- A dead holder's field here was recorded `expired` above, before anything changed.
+  record(2, 'HSET', 'slot:' .. slot, now_ms() .. ' ' .. value)
   record_event('acquired', 'token', token, 'fence', fence, 'holder', value, 'waited_ms',
     ARGV[20])
   count('acquired')

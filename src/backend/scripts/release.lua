@@ -30,8 +30,10 @@
 -- ARGV[13] history: --history (see acquire.lua); '0' records nothing
 -- ARGV[14] slot: the number of the slot this holder has (1 for the lock's own key)
 -- ARGV[15] event: what ended the hold, recorded with the release: 'released', or
---          'replaced' (another run took over, --replace); '' records nothing (an attempt
---          letting go of what it took: Redlock, an unfit server)
+--          'replaced' (another run took over, --replace); 'abandoned': an attempt letting go
+--          of what it took without running its command (Redlock: too slow, or no fence on a
+--          majority; an unfit server), recorded only where it still holds the key and
+--          counted in no hold; '' records nothing
 -- ARGV[16] exit_code: the command's status as redlock-run reports it; '' when unknown
 -- ARGV[17] success: '1' when the command succeeded (exit 0 on its own): recorded as the
 --          last success, and the consecutive skips start again from 0
@@ -54,7 +56,7 @@ local function answer(outcome, fixed, foreign_keys)
 end
 local current = read(KEYS[1])
 if type(current) ~= 'string' or string.sub(current, 1, #ARGV[1]) ~= ARGV[1] then
-  if ARGV[15] ~= '' and ARGV[18] ~= '1' and recording() then
+  if ARGV[15] ~= '' and ARGV[15] ~= 'abandoned' and ARGV[18] ~= '1' and recording() then
     local value = ARGV[19] ~= '' and ARGV[19] or ARGV[1] .. '}'
     record_hold_end('lost', slot, value, now_ms(), 'exit_code', ARGV[16])
     count('lost')
@@ -64,6 +66,12 @@ end
 if recording() then
   if ARGV[15] == '' then
     held_since(slot, current, true)
+  elseif ARGV[15] == 'abandoned' then
+    -- The end of its `acquired`: no hold, no counter (it ran nothing).
+    local since = held_since(slot, current, true)
+    record_event('abandoned', 'token', token_of(current), 'fence',
+      string.match(current, '"fence":(%d+)'), 'holder', current, 'held_ms',
+      since and math.max(now_ms() - since, 0) or nil)
   else
     local now = now_ms()
     local id = record_hold_end(ARGV[15], slot, current, now, 'exit_code', ARGV[16])
