@@ -268,7 +268,12 @@ impl SingleRedis {
                     }
                     stamp_ms = stamp_ms.or(reply.stamp_ms);
                     if taken.is_some() {
-                        confirm_replicated(session, replica_wait, key);
+                        confirm_replicated(
+                            session,
+                            replica_wait,
+                            &key.to_string(),
+                            "the lock may be lost",
+                        );
                     }
                     Ok((reply.outcome, reply.skips, sent_at))
                 });
@@ -427,6 +432,10 @@ impl SingleRedis {
         let mut pause = RELEASE_RETRY_MIN;
         let (lock_key, server) = (self.lock.key.clone(), self.link.display().to_string());
         let lock_key = &lock_key;
+        // The work this release records (--once) must survive a failover as the lock does:
+        // waited for on a replica, as an acquisition is.
+        let records_work = self.record;
+        let replica_wait = lease::replica_wait(self.lock.ttl, self.link.timeout());
         let released = loop {
             let sent = self.link.call(Some(deadline), |session| {
                 let ReleaseReply {
@@ -435,6 +444,14 @@ impl SingleRedis {
                     foreign,
                     recorded,
                 } = session.run(&release)?;
+                if records_work {
+                    confirm_replicated(
+                        session,
+                        replica_wait,
+                        &format!("the --once record of {lock_key}"),
+                        "the work may be done again",
+                    );
+                }
                 warn_recorded(&recorded, lock_key, &server);
                 warn_repaired(repaired, lock_key, &server);
                 warn_foreign(
@@ -812,12 +829,12 @@ impl std::error::Error for Refused {}
 /// take it before this one's next renewal finds it gone. Waiting makes that unlikely; it
 /// cannot rule it out, and a master without a replica in time is only reported: refusing to
 /// run would turn a degraded replica into an outage of every job.
-fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &Key) {
+fn confirm_replicated(session: &mut Session<'_>, wait: Duration, what: &str, risk: &str) {
     match session.replicas {
         None => return,
         Some(0) => {
             report::verbose(format_args!(
-                "the master has no replica: a failover now would lose {key}"
+                "the master has no replica: a failover now would lose {what}"
             ));
             return;
         }
@@ -829,15 +846,14 @@ fn confirm_replicated(session: &mut Session<'_>, wait: Duration, key: &Key) {
     command.arg(1).arg(wait.as_millis().max(1) as u64);
     match session.query::<i64>(&command) {
         Ok(0) => report::warn(format_args!(
-            "no replica confirmed {key} within {}; if the master fails over now, the lock \
-             may be lost",
+            "no replica confirmed {what} within {}; if the master fails over now, {risk}",
             report::duration(wait)
         )),
         Ok(_) => {}
         Err(err) => {
             session.spoil();
             report::warn(format_args!(
-                "cannot confirm that a replica has {key}: {err:#}"
+                "cannot confirm that a replica has {what}: {err:#}"
             ));
         }
     }

@@ -338,3 +338,19 @@ fn once_records_survive_a_failover() {
     }
     assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 2);
 }
+
+/// A `--once` run's release waits for a replica to have the record, as an acquisition waits
+/// for the lock (`WAIT 1`), and says so when none confirms it: a failover right after would
+/// lose the record, and the work would be done again.
+#[test]
+fn a_once_record_no_replica_confirmed_is_warned_of() {
+    let mut set = SentinelSet::start();
+    let url = set.url();
+    // Stopped, not killed: the master still counts it as connected, and WAIT times out.
+    set.replica.freeze();
+    let out = Wrapper::new(&url)
+        .args(["-k", "job", "--once", "v1", "--ttl", "2s", "--", "true"])
+        .run();
+    out.assert_code(0)
+        .assert_stderr_contains("no replica confirmed the --once record of redlock:job");
+}
