@@ -31,7 +31,9 @@
 //! - `{K}:done`: with `--once`, a hash of the IDs whose work succeeded: ID ->
 //!   `<when, server ms> <the value of the holder that did it>`; `{K}:done:per`: with
 //!   `--once-per`, a sorted set of the same records by the successful run's arrival (server
-//!   ms). Both last `--remember`, and are written by the release that ends the run.
+//!   ms). Both last `--remember`, and are written by the release that ends the run;
+//!   `{K}:done:ids`, a sorted set of `{K}:done`'s IDs by when recorded (server ms), keeps
+//!   `{K}:done` to the newest 1000 IDs (`MAX_ONCE_IDS` in release.lua).
 //! - `{K}:replace`: with `--replace`, the takeover a run asked for while the lock was held:
 //!   its identity and metadata (a string, the JSON of a lock value without its fence). While
 //!   it stands, nobody else takes a free slot; the holder's renewals find it, and it ends
@@ -275,6 +277,12 @@ pub fn done_keys(key: &Key) -> [Key; 2] {
     [sibling_key(key, b":done"), sibling_key(key, b":done:per")]
 }
 
+/// The order of `--once`'s record of lock `key`: its IDs by when they were recorded, which
+/// keeps `{K}:done` bounded (see the module doc).
+pub fn done_ids_key(key: &Key) -> Key {
+    sibling_key(key, b":done:ids")
+}
+
 /// The waiters' queue of lock `key` and the record of those woken (see the module doc).
 pub fn queue_keys(key: &Key) -> [Key; 2] {
     [
@@ -315,11 +323,12 @@ pub fn record_keys(key: &Key) -> [Key; 2] {
 
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 11] = [
+const INTERNAL_SUFFIXES: [&[u8]; 12] = [
     b":fence",
     b":supersede",
     b":done",
     b":done:per",
+    b":done:ids",
     b":limit",
     b":queue",
     b":queue:woken",

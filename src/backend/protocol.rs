@@ -19,8 +19,8 @@ use anyhow::{anyhow, Context, Result};
 use super::connection::{Link, Session};
 use super::error::{is_transient, is_try_later, FenceTooLarge};
 use super::layout::{
-    done_keys, fence_key, limit_key, queue_keys, record_keys, replace_key, supersede_key, Channels,
-    Key, LockRequest,
+    done_ids_key, done_keys, fence_key, limit_key, queue_keys, record_keys, replace_key,
+    supersede_key, Channels, Key, LockRequest,
 };
 use super::notices;
 use super::scripts::{
@@ -408,6 +408,7 @@ impl SingleRedis {
             queue,
             woken,
             replace_key: replace_key(&self.lock.key),
+            done_ids_key: done_ids_key(&self.lock.key),
             semaphore: (self.lock.limit > 1).then(|| {
                 let slots = (1..=self.lock.limit).map(|slot| self.lock.slot_key(slot));
                 (limit_key(&self.lock.key), slots.collect())
@@ -748,10 +749,11 @@ fn warn_repaired(repaired: u32, key: &Key, server: &str) {
 }
 
 /// Warns that a `--once` record key of `key` (`foreign`: 1 `{K}:done`, 2 `{K}:done:per`,
-/// added) holds another application's data, which redlock-run leaves alone; `what` says what
-/// came of it.
+/// 4 `{K}:done:ids`, added) holds another application's data, which redlock-run leaves
+/// alone; `what` says what came of it.
 fn warn_foreign(foreign: u32, key: &Key, server: &str, what: &str) {
-    for (bit, record) in [1, 2].into_iter().zip(done_keys(key)) {
+    let [done, done_per] = done_keys(key);
+    for (bit, record) in [(1, done), (2, done_per), (4, done_ids_key(key))] {
         if foreign & bit != 0 {
             report::warn(format_args!(
                 "{record} on {server} is not a --once record redlock-run wrote (another \

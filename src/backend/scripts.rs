@@ -482,6 +482,8 @@ pub(super) struct Release {
     /// Where a `--replace` run's takeover stands: deleted with its requester when the
     /// wake-up finds that one gone.
     pub replace_key: Key,
+    /// The `--once` IDs by when they were recorded, which bound `{K}:done`.
+    pub done_ids_key: Key,
     /// With a semaphore (a limit above 1): its limit key and every slot.
     pub semaphore: Option<(Key, Vec<Key>)>,
     pub identity: String,
@@ -521,8 +523,9 @@ impl Call for Release {
         "6 replace",
         "7 history",
         "8 stats",
-        "9 limit",
-        "10.. slots",
+        "9 done_ids",
+        "10 limit",
+        "11.. slots",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -556,6 +559,7 @@ impl Call for Release {
             self.replace_key.clone(),
             self.recording.history_key.clone(),
             self.recording.stats_key.clone(),
+            self.done_ids_key.clone(),
         ];
         if let Some((limit_key, slots)) = &self.semaphore {
             keys.push(limit_key.clone());

@@ -764,3 +764,59 @@ fn a_record_written_by_a_clock_ahead_of_the_servers_still_counts() {
         .assert_stderr_lacks("already done");
     assert_eq!(lines(&log), 1);
 }
+
+/// How many `--once` IDs a lock keeps (docs/policies.md).
+const ONCE_IDS_KEPT: usize = 1000;
+
+/// Per-commit IDs under the minimal ACL user of docs/security.md (no `HLEN`, no
+/// `HRANDFIELD`): `{K}:done` holds at most `ONCE_IDS_KEPT` IDs, the oldest recorded going
+/// first, from `{K}:done` and from its order `{K}:done:ids` alike. Seeded with as many IDs
+/// as are kept, recorded a moment ago one millisecond apart, as releases record them.
+#[test]
+fn once_ids_are_capped_under_the_minimal_acl() {
+    let (server, url) = crate::acl::server_with_user(&crate::acl::minimal_rules(&[]));
+    let done = done_of("c");
+    let order = format!("{{{PREFIX}c}}:done:ids");
+    let now = server_ms(&server);
+    let holder = r#"{"token":"seeded","fence":1,"host":"h","pid":1,"program":"p","limit":1}"#;
+    let mut hset = redis::cmd("HSET");
+    let mut zadd = redis::cmd("ZADD");
+    hset.arg(&done);
+    zadd.arg(&order);
+    for i in 0..ONCE_IDS_KEPT {
+        let at = now - 60_000 + i as u64;
+        hset.arg(format!("commit-{i}"))
+            .arg(format!("{at} {holder}"));
+        zadd.arg(at).arg(format!("commit-{i}"));
+    }
+    let _: () = hset.query(&mut server.connection()).unwrap();
+    let _: () = zadd.query(&mut server.connection()).unwrap();
+    let dir = TempDir::new("once-capped");
+    let log = dir.join("log");
+    Wrapper::new(&url)
+        .args(["-k", "c", "--once", "commit-new", "--shell", &note(&log)])
+        .run()
+        .assert_code(0)
+        .assert_stderr_lacks("warning");
+    assert_eq!(lines(&log), 1);
+    let kept: usize = redis::cmd("HLEN")
+        .arg(&done)
+        .query(&mut server.connection())
+        .unwrap();
+    assert_eq!(kept, ONCE_IDS_KEPT);
+    assert_eq!(server.zcard(&order), ONCE_IDS_KEPT as i64);
+    assert_eq!(server.hget(&done, "commit-0"), None, "the oldest stays");
+    assert!(server.hget(&done, "commit-1").is_some());
+    assert!(server.hget(&done, "commit-new").is_some());
+    assert!(server.pttl(&order) > 0, "{order} never expires");
+    // The ID forgotten runs again; one kept does not.
+    Wrapper::new(&url)
+        .args(["-k", "c", "--once", "commit-0", "--shell", &note(&log)])
+        .run()
+        .assert_code(0);
+    Wrapper::new(&url)
+        .args(["-k", "c", "--once", "commit-5", "--shell", &note(&log)])
+        .run()
+        .assert_code(0);
+    assert_eq!(lines(&log), 2);
+}

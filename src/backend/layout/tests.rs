@@ -85,6 +85,7 @@ fn bookkeeping_keys_are_recognised() {
     // The --once records are the lock's own too: never listed, never a lock's name.
     assert_eq!(owner("{redlock:a}:done").as_deref(), Some("redlock:a"));
     assert_eq!(owner("{redlock:a}:done:per").as_deref(), Some("redlock:a"));
+    assert_eq!(owner("{redlock:a}:done:ids").as_deref(), Some("redlock:a"));
     assert_eq!(owner("{redlock:a}:supersede").as_deref(), Some("redlock:a"));
     assert_eq!(
         owner("{redlock:a}:queue:alive").as_deref(),

@@ -8,8 +8,10 @@
 --          requester when the wake-up finds that one gone
 -- KEYS[7] history: the lock's history (see `record_to` in prelude.lua)
 -- KEYS[8] stats: the lock's counters (see `record_to`)
--- KEYS[9] limit: with a semaphore, its {K}:limit key
--- KEYS[10..] slots: with a semaphore, every slot; when none is held any more, the limit key
+-- KEYS[9] done_ids: the --once IDs by when recorded (sorted set: ID -> server ms), so that
+--          {K}:done keeps only the newest `MAX_ONCE_IDS`
+-- KEYS[10] limit: with a semaphore, its {K}:limit key
+-- KEYS[11..] slots: with a semaphore, every slot; when none is held any more, the limit key
 --          goes
 -- ARGV[1] identity: the leading bytes of the value that identify this holder
 -- ARGV[2] release_channel: the channel every waiter also listens on
@@ -45,9 +47,12 @@
 -- not publish on the channel): waiters then find the lock free only when they next look.
 -- repaired: how many entries of the woken waiters' record were not wake-up times and were
 -- taken out (see `woken_since`). A third element: which record keys hold another type, so
--- that nothing was recorded there (1: done, 2: done_per, added; see acquire.lua); a fourth
+-- that nothing was recorded there (1: done, 2: done_per, 4: done_ids, added; see
+-- acquire.lua); a fourth
 -- and a fifth: the recording's flags and refused commands (see `record` in prelude.lua).
 -- A key found not ours is recorded as `lost` (unless a renewal did); a release as ARGV[15].
+-- The most --once IDs a lock keeps (docs/policies.md): a record is at most 0.6 kB.
+local MAX_ONCE_IDS = 1000
 record_to(KEYS[7], KEYS[8], ARGV[13])
 local slot = tonumber(ARGV[14]) or 1
 local function answer(outcome, fixed, foreign_keys)
@@ -108,6 +113,27 @@ if ARGV[9] == '1' then
   if ARGV[10] ~= '' and holds(KEYS[4], 'hash', 1) then
     call('HSET', KEYS[4], ARGV[10], record)
     last(KEYS[4])
+    -- Bounded with commands the documented ACL user has: the IDs recorded longer ago than
+    -- --remember, and the oldest past the newest `MAX_ONCE_IDS`, go, 16 at a time (one ID
+    -- comes in a release), never this run's own.
+    if holds(KEYS[9], 'zset', 4) then
+      call('ZADD', KEYS[9], now, ARGV[10])
+      local gone = call('ZRANGE', KEYS[9], '-inf', '(' .. (now - remember), 'BYSCORE',
+        'LIMIT', 0, 16)
+      local over = math.min(call('ZCARD', KEYS[9]) - MAX_ONCE_IDS, 16)
+      if over > 0 then
+        for _, id in ipairs(call('ZRANGE', KEYS[9], 0, over - 1)) do
+          gone[#gone + 1] = id
+        end
+      end
+      for _, id in ipairs(gone) do
+        if id ~= ARGV[10] then
+          call('HDEL', KEYS[4], id)
+          call('ZREM', KEYS[9], id)
+        end
+      end
+      last(KEYS[9])
+    end
     -- IDs recorded longer ago than --remember are forgotten here, a few at a time. Best
     -- effort (redis.pcall): a user whose ACL lacks HLEN or HRANDFIELD keeps them, and they
     -- count as gone anyway (acquire.lua reads the time in each).
@@ -140,18 +166,18 @@ end
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   call('PEXPIRE', KEYS[1], keep)
-  if KEYS[9] and call('PTTL', KEYS[9]) < keep then
-    call('SET', KEYS[9], ARGV[4], 'PX', keep)
+  if KEYS[10] and call('PTTL', KEYS[10]) < keep then
+    call('SET', KEYS[10], ARGV[4], 'PX', keep)
   end
   return answer(2, 0, foreign)
 end
 call('DEL', KEYS[1])
-if KEYS[9] then
+if KEYS[10] then
   local held = false
-  for i = 10, #KEYS do
+  for i = 11, #KEYS do
     if call('EXISTS', KEYS[i]) == 1 then held = true end
   end
-  if not held then call('DEL', KEYS[9]) end
+  if not held then call('DEL', KEYS[10]) end
 end
 if ARGV[5] == '' then
   return answer(1, 0, foreign)

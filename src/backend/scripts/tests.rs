@@ -126,6 +126,7 @@ fn every_script_type_matches_its_header() {
             queue: key("q"),
             woken: key("w"),
             replace_key: key("r"),
+            done_ids_key: key("di"),
             semaphore: None,
             identity: String::from("i"),
             channels: channels(false),
@@ -238,6 +239,7 @@ fn keys_follow_the_header_layout() {
         queue: key("q"),
         woken: key("w"),
         replace_key: key("r"),
+        done_ids_key: key("di"),
         semaphore: Some((key("l"), slots.clone())),
         identity: String::new(),
         channels: channels(true),
@@ -267,7 +269,7 @@ fn keys_follow_the_header_layout() {
     };
     let keys = release.keys();
     assert_eq!(
-        keys[..9],
+        keys[..10],
         [
             key("{k}:slot:2"),
             key("q"),
@@ -277,10 +279,11 @@ fn keys_follow_the_header_layout() {
             key("r"),
             key("h"),
             key("st"),
+            key("di"),
             key("l")
         ]
     );
-    assert_eq!(keys[9..], slots);
+    assert_eq!(keys[10..], slots);
     let argv = release.argv();
     // A --min-hold remainder under a millisecond is still kept, for 1 ms: 0 would mean none.
     assert_eq!(argv[2], b"1");
