@@ -546,7 +546,9 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
             "program": holder.program,
             "label": holder.label,
             "since_ms": holder.since_ms,
-            "held_for_ms": holder.held_for().map(|held| held.as_millis() as u64),
+            "held_for_ms": holder.age().and_then(Result::ok).map(|held| held.as_millis() as u64),
+            // null unless its start lies in the future (clocks differ, or hostile data).
+            "ahead_ms": holder.age().and_then(Result::err).map(|ahead| ahead.as_millis() as u64),
             "ttl_ms": ttl_ms,
             "fence": holder.fence,
         }),

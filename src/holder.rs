@@ -24,11 +24,35 @@ impl fmt::Display for Holder {
         if let Some(label) = &self.label {
             write!(f, " ({})", escape(label))?;
         }
-        if let Some(held_for) = self.held_for() {
-            let seconds = Duration::from_secs(held_for.as_secs());
-            write!(f, " for {}", humantime::format_duration(seconds))?;
+        match self.age() {
+            Some(Ok(held_for)) => {
+                let seconds = Duration::from_secs(held_for.as_secs());
+                write!(f, " for {}", humantime::format_duration(seconds))?;
+            }
+            Some(Err(ahead)) => {
+                let seconds = Duration::from_secs(ahead.as_secs());
+                write!(
+                    f,
+                    " since {} in the future of this machine's clock (clocks differ, or a \
+                     value redlock-run did not write)",
+                    humantime::format_duration(seconds)
+                )?;
+            }
+            None => {}
         }
         Ok(())
+    }
+}
+
+impl Holder {
+    /// How long it has held the lock, by this machine's clock; `Err` with how far ahead its
+    /// start lies when that is in the future by more than clocks may differ (see
+    /// `counters::age`). `None` when the value says nothing of when.
+    pub fn age(&self) -> Option<Result<Duration, Duration>> {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |now| now.as_millis() as u64);
+        Some(crate::backend::counters::age(now_ms, self.since_ms?))
     }
 }
 
@@ -213,6 +237,10 @@ mod tests {
             Some(Duration::ZERO),
             "a holder from the future"
         );
+        // Named when shown, not "for 0s" (issue 30).
+        let shown = forged.to_string();
+        assert!(shown.contains(" in the future of "), "{shown}");
+        assert!(!shown.contains(" for "), "{shown}");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::metrics::{oldest_holder, seconds, warn_notes};
+use super::metrics::{oldest_holder, seconds, warn_notes, Oldest};
 use crate::backend::counters::LockCounters;
 use crate::backend::inspect::{Inspector, Verdict};
 use crate::backend::Key;
@@ -102,10 +102,27 @@ fn judge(
     let mut parts = Vec::new();
 
     let oldest = oldest_holder(&view, &counters);
-    let held = oldest.as_ref().map(|o| o.age);
+    let ahead = oldest.as_ref().and_then(|o| o.ahead);
+    if let Some(ahead) = ahead.filter(|_| thresholds.held != Levels::default()) {
+        anyhow::bail!(
+            "the holder's start is recorded {} in the future of the server's clock (a clock \
+             stepped back, or a value not written by redlock-run): no age to judge",
+            human(ahead)
+        );
+    }
+    let held = oldest.as_ref().filter(|o| o.ahead.is_none()).map(|o| o.age);
     let level = over(thresholds.held, held, |age, level| age > level);
     state = state.max(level);
     parts.push(match &oldest {
+        Some(Oldest {
+            ahead: Some(ahead),
+            who,
+            ..
+        }) => format!(
+            "held by {who} since {} in the future (a clock stepped back, or a value not \
+             written by redlock-run)",
+            human(*ahead)
+        ),
         Some(oldest) => format!(
             "held by {} for {}{}",
             oldest.who,
@@ -174,11 +191,14 @@ fn judge(
     ));
 
     let perfdata = [
-        format!(
-            "'held'={}s;{}",
-            seconds(held.unwrap_or_default().as_millis() as u64),
-            levels(thresholds.held, |d| seconds(d.as_millis() as u64))
-        ),
+        match ahead {
+            Some(_) => String::from("'held'=U"),
+            None => format!(
+                "'held'={}s;{}",
+                seconds(held.unwrap_or_default().as_millis() as u64),
+                levels(thresholds.held, |d| seconds(d.as_millis() as u64))
+            ),
+        },
         format!(
             "'skips'={};{}",
             c.skips,

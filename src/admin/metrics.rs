@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use crate::backend::counters::{LockCounters, NodeCounters};
+use crate::backend::counters::{age, LockCounters, NodeCounters};
 use crate::backend::inspect::{Inspector, LockView, Verdict};
 use crate::backend::{Holder, Key};
 use crate::exit::Outcome;
@@ -99,7 +99,11 @@ pub(crate) fn holders(view: &LockView) -> u64 {
 
 /// The oldest current holder: how long it has held the lock, and who it is.
 pub(crate) struct Oldest {
+    /// 0 when `ahead`.
     pub age: Duration,
+    /// Its start lies this far in the future of the server's clock (see
+    /// `counters::age`): a clock stepped back, or a value redlock-run did not write.
+    pub ahead: Option<Duration>,
     /// `host:pid`, or what is known of it.
     pub who: String,
 }
@@ -107,14 +111,23 @@ pub(crate) struct Oldest {
 /// The oldest current holder, by the server's clock: from when it recorded that it took
 /// its slot (`{K}:stats`); for a holder that recorded nothing (recording off, an older
 /// version), from the time in its value, by its own clock. None when free, or held only by
-/// values that say nothing of when (another client's).
+/// values that say nothing of when (another client's). A holder whose start lies in the
+/// future comes first: it is to be named, not taken for one that just started.
 pub(crate) fn oldest_holder(view: &LockView, counters: &LockCounters) -> Option<Oldest> {
     if holders(view) == 0 {
         return None;
     }
+    if let Some((ahead, value)) = &counters.ahead {
+        return Some(Oldest {
+            age: Duration::ZERO,
+            ahead: Some(Duration::from_millis(*ahead)),
+            who: who(Holder::parse(value).as_ref()),
+        });
+    }
     if let Some((age, value)) = &counters.oldest {
         return Some(Oldest {
             age: Duration::from_millis(*age),
+            ahead: None,
             who: who(Holder::parse(value).as_ref()),
         });
     }
@@ -133,13 +146,17 @@ pub(crate) fn oldest_holder(view: &LockView, counters: &LockCounters) -> Option<
         .into_iter()
         .filter_map(|slot| {
             let holder = slot.holder.as_ref()?;
-            let age = counters.now_ms.saturating_sub(holder.since_ms?);
+            let (age, ahead) = match age(counters.now_ms, holder.since_ms?) {
+                Ok(age) => (age, None),
+                Err(ahead) => (Duration::ZERO, Some(ahead)),
+            };
             Some(Oldest {
-                age: Duration::from_millis(age),
+                age,
+                ahead,
                 who: who(Some(holder)),
             })
         })
-        .max_by_key(|oldest| oldest.age)
+        .max_by_key(|oldest| (oldest.ahead, oldest.age))
 }
 
 /// `host:pid` of a holder, escaped.
@@ -294,8 +311,15 @@ fn render(locks: &[Lock]) -> String {
         ),
         (
             "redlock_run_holder_age_seconds",
-            "How long the oldest current holder has held the lock (absent when free).",
-            |l| Some(seconds(l.oldest.as_ref()?.age.as_millis() as u64)),
+            "How long the oldest current holder has held the lock (absent when free; \
+             negative when its start is recorded in the future of the server's clock).",
+            |l| {
+                let oldest = l.oldest.as_ref()?;
+                Some(match oldest.ahead {
+                    Some(ahead) => format!("-{}", seconds(ahead.as_millis() as u64)),
+                    None => seconds(oldest.age.as_millis() as u64),
+                })
+            },
         ),
         (
             "redlock_run_last_success_timestamp_seconds",

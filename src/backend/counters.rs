@@ -213,6 +213,26 @@ pub struct LockCounters {
     /// The oldest current holder that recorded when it took its slot: for how long (ms,
     /// by the server's clock) and its lock value.
     pub oldest: Option<(u64, Vec<u8>)>,
+    /// A current holder recorded as taking its slot in the future of its node's clock
+    /// (see [`age`]): how far ahead (ms) and its lock value; the furthest, on any node.
+    pub ahead: Option<(u64, Vec<u8>)>,
+}
+
+/// How far apart the clocks of Redlock's nodes may be: a time recorded by one node that is
+/// ahead of another's clock by up to this much is read as now.
+pub const CLOCKS_MAY_DIFFER_MS: u64 = 1_000;
+
+/// How long before `now_ms` the time `at_ms` was, both in ms since the epoch; `Err` with how
+/// far ahead it lies when it is in the future by more than [`CLOCKS_MAY_DIFFER_MS`] (a
+/// clock stepped back, or data redlock-run did not write), for a reader to name rather
+/// than show as "0s ago".
+pub fn age(now_ms: u64, at_ms: u64) -> Result<std::time::Duration, std::time::Duration> {
+    use std::time::Duration;
+    if at_ms > now_ms.saturating_add(CLOCKS_MAY_DIFFER_MS) {
+        Err(Duration::from_millis(at_ms - now_ms))
+    } else {
+        Ok(Duration::from_millis(now_ms.saturating_sub(at_ms)))
+    }
 }
 
 impl LockCounters {
@@ -258,6 +278,15 @@ impl LockCounters {
             .iter()
             .filter(|(at, _)| *at >= age)
             .find_map(|(_, value)| Some((age, (*value)?.clone())));
+        let ahead = read
+            .iter()
+            .flat_map(|node| {
+                node.holding.iter().filter_map(|(since, value)| {
+                    let ahead = self::age(node.now_ms, *since).err()?;
+                    Some((ahead.as_millis() as u64, value.clone()))
+                })
+            })
+            .max_by_key(|(ahead, _)| *ahead);
         let mut clocks: Vec<u64> = read.iter().map(|n| n.now_ms).collect();
         clocks.sort_unstable();
         Ok(LockCounters {
@@ -267,6 +296,7 @@ impl LockCounters {
             stale: pick(read.iter().map(|n| n.stale).collect()),
             now_ms: clocks[clocks.len() / 2],
             oldest,
+            ahead,
         })
     }
 }
@@ -285,6 +315,17 @@ fn highest_of_majority(mut values: Vec<u64>, needed: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_ahead_of_the_clock_by_more_than_clocks_differ_is_named() {
+        use std::time::Duration;
+        assert_eq!(age(10_000, 4_000), Ok(Duration::from_secs(6)));
+        // Within what Redlock's clocks may differ by: now.
+        assert_eq!(age(10_000, 11_000), Ok(Duration::ZERO));
+        assert_eq!(age(10_000, 11_001), Err(Duration::from_millis(1_001)));
+        assert_eq!(age(0, u64::MAX), Err(Duration::from_millis(u64::MAX)));
+        assert_eq!(age(u64::MAX, u64::MAX), Ok(Duration::ZERO));
+    }
 
     fn reply(fields: &[(&str, &str)], stale: &[&str]) -> CountersReply {
         CountersReply {

@@ -112,6 +112,51 @@ fn held_too_long_warns_then_goes_critical() {
     assert!(line.contains("redlock:free: free"), "{line}");
 }
 
+/// A holder recorded as taking its slot an hour in the future of the server's clock (a
+/// clock stepped back, or data redlock-run did not write) is named, not read as held for
+/// 0s (issue 30): UNKNOWN when a held level depends on it, shown with its skew otherwise;
+/// `metrics` gives the age as negative, `status` names it too.
+#[test]
+fn a_holder_dated_in_the_future_is_named_not_read_as_0s() {
+    let server = RedisServer::start();
+    let ahead = server.server_ms() + 3_600_000;
+    let value = format!(
+        "{{\"token\":\"t-7\",\"fence\":1,\"host\":\"web-7\",\"pid\":7,\
+         \"program\":\"job.sh\",\"since_ms\":{ahead},\"ttl_ms\":30000,\"limit\":1}}"
+    );
+    server.query::<()>(&["SET", "redlock:ahead", &value, "PX", "60000"]);
+    server.seed_stats("ahead", &[("slot:1", format!("{ahead} {value}"))]);
+
+    let (code, line) = check(&server, "ahead", &["--max-held", "2h"]);
+    assert_eq!(code, 3, "{line}");
+    assert!(line.contains("in the future"), "{line}");
+    let (code, line) = check(&server, "ahead", &[]);
+    assert_eq!(code, 0, "{line}");
+    assert!(
+        line.contains("held by web-7:7") && line.contains("59m") && line.contains("in the future"),
+        "{line}"
+    );
+    assert!(line.contains("'held'=U"), "{line}");
+
+    let out = server.cmd().arg("metrics").run();
+    out.assert_code(0);
+    let age = Exposition::parse(&out.stdout_str())
+        .value("redlock_run_holder_age_seconds", &[("key", "ahead")])
+        .unwrap_or_else(|| panic!("no holder age: {}", out.stdout_str()));
+    assert!((-3_700.0..=-3_500.0).contains(&age), "{age}");
+
+    let out = server.cmd().args(["status", "-k", "ahead"]).run();
+    out.assert_code(0).assert_stdout_contains("in the future");
+    let json = server.cmd().args(["status", "-k", "ahead", "--json"]).run();
+    let json: serde_json::Value = serde_json::from_str(&json.stdout_str()).unwrap();
+    let holder = &json["holders"][0];
+    assert_eq!(holder["held_for_ms"], serde_json::Value::Null, "{json}");
+    assert!(
+        holder["ahead_ms"].as_u64().is_some_and(|ms| ms > 3_500_000),
+        "{json}"
+    );
+}
+
 /// Consecutive skips: the N-th is the alarm; the performance data's threshold is N-1.
 #[test]
 fn consecutive_skips_warn_then_go_critical() {
