@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
-use crate::backend::counters::{LockCounters, NodeCounters};
+use crate::backend::counters::{self, LockCounters, NodeCounters};
 use crate::backend::inspect::{Forced, Inspector, LockView, ReleasePlan, Slot, Verdict};
 use crate::backend::{shown, Key};
 use crate::config::{AdminAction, AdminConfig};
@@ -360,7 +360,7 @@ fn success_line(record: &LockCounters) -> Option<String> {
             || String::from("(a time out of range)"),
             |time| humantime::format_rfc3339_seconds(time).to_string(),
         );
-    let age = match age(record.now_ms, at) {
+    let age = match counters::age(record.now_ms, at) {
         Ok(ago) => format!("{} ago", report::duration(whole_seconds(ago))),
         Err(ahead) => format!(
             "{} in the future: a clock stepped back, or counters not written by redlock-run",
@@ -368,19 +368,6 @@ fn success_line(record: &LockCounters) -> Option<String> {
         ),
     };
     Some(format!("last success {when} ({age}), {skips}"))
-}
-
-/// How long before the server's `now_ms` the time `at_ms` (both server ms) was: `Err` with
-/// how far ahead it lies when it is in the future by more than the clocks of Redlock's
-/// nodes may differ (a server clock stepped back, or data redlock-run did not write), so
-/// that a reader names it rather than show "0s ago".
-pub(crate) fn age(now_ms: u64, at_ms: u64) -> Result<Duration, Duration> {
-    const CLOCKS_MAY_DIFFER_MS: u64 = 1_000;
-    if at_ms > now_ms.saturating_add(CLOCKS_MAY_DIFFER_MS) {
-        Err(Duration::from_millis(at_ms - now_ms))
-    } else {
-        Ok(Duration::from_millis(now_ms.saturating_sub(at_ms)))
-    }
 }
 
 fn whole_seconds(duration: Duration) -> Duration {

@@ -144,7 +144,9 @@ fn judge(
         breach(level, thresholds.skips, "at", |n| format!("{n}"))
     ));
 
-    let recorded = c.last_success().map(|at| super::age(counters.now_ms, at));
+    let recorded = c
+        .last_success()
+        .map(|at| crate::backend::counters::age(counters.now_ms, at));
     let ahead = recorded.and_then(Result::err);
     if let Some(ahead) = ahead.filter(|_| thresholds.since_success != Levels::default()) {
         anyhow::bail!(
