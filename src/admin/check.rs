@@ -147,8 +147,8 @@ fn judge(
     let recorded = c
         .last_success()
         .map(|at| crate::backend::counters::age(counters.now_ms, at));
-    let ahead = recorded.and_then(Result::err);
-    if let Some(ahead) = ahead.filter(|_| thresholds.since_success != Levels::default()) {
+    let success_ahead = recorded.and_then(Result::err);
+    if let Some(ahead) = success_ahead.filter(|_| thresholds.since_success != Levels::default()) {
         anyhow::bail!(
             "the last success is recorded {} in the future of the server's clock (a clock \
              stepped back, or counters not written by redlock-run): no age to judge",
@@ -165,7 +165,7 @@ fn judge(
         None => PluginState::Ok,
     };
     state = state.max(level);
-    parts.push(match (since, ahead) {
+    parts.push(match (since, success_ahead) {
         (Some(since), _) => format!(
             "last success {} ago{}",
             human(since),
