@@ -40,21 +40,29 @@
 //!
 //! As PID 1 of a container, orphans that come back to this process are reaped as they die
 //! (SIGCHLD), so that none is left a zombie while the command runs.
+//!
+//! The loop, its deadlines and the decisions they share are here; what each kind of event
+//! does is in a file of its own: `signal.rs` (signals, job control, `--stop-timeout`),
+//! `renewal.rs` (renewals, takeovers, a lost lock), `ended.rs` (the command's end).
 
 use std::io;
 use std::process::ExitStatus;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::backend::Key;
 use crate::event::{Event, Events, Loss};
 use crate::lease::{self, Lease};
-use crate::process::{Child, Group, Guardian};
+use crate::process::{Child, Guardian};
 use crate::renew::Renewer;
 use crate::report;
 use crate::signals;
+
+mod ended;
+mod renewal;
+mod signal;
 
 pub struct Supervised {
     pub status: ExitStatus,
@@ -85,10 +93,6 @@ pub enum Ending {
 const LEFTOVER_POLL: Duration = Duration::from_millis(10);
 /// The same, once they are known to be out of reach (they may run for hours).
 const UNREACHABLE_POLL: Duration = Duration::from_millis(100);
-/// How long processes may outlive `SIGKILL` before the lock is released all the same: one
-/// stuck in the kernel (uninterruptible I/O) dies only when its system call returns, which
-/// may be never, and waiting longer would only delay the release.
-const UNKILLABLE_WAIT: Duration = Duration::from_secs(5);
 
 /// The time limits the supervisor enforces.
 #[derive(Debug, Clone, Copy)]
@@ -309,144 +313,6 @@ impl Supervisor<'_> {
         }
     }
 
-    /// A `--replace` run asked to take over: the command is terminated as for
-    /// `--max-runtime`, and the lock is released once its group is gone, not before, so
-    /// that the new command never runs beside it. A command already ending, or already
-    /// being terminated (a lost lock, `--max-runtime`, or a stop signal redlock-run
-    /// received and forwarded), is left to that: the first reason to end it decides the
-    /// exit status. A stop signal that comes after still starts `--stop-timeout`'s budget.
-    fn replace_requested(&mut self, by: &[u8]) {
-        // A command that has exited, its exit not heard yet (its SIGCHLD and the renewal
-        // thread's report race), ended on its own: asked of the kernel, as for
-        // `--max-runtime`, so that a takeover that comes just after a success leaves it a
-        // success (exit 0, its `--once` work recorded), and the replacing run finds it so.
-        if self.ended_by.is_none() && self.reaped.is_none() && self.child.has_exited() {
-            self.command_ended(Instant::now());
-        }
-        if self.kill_at.is_some()
-            || self.ended_by.is_some()
-            || self.reaped.is_some()
-            || self.asked_to_stop
-        {
-            return;
-        }
-        let sent = self.child.terminate_group();
-        self.kill_at = Some(Instant::now() + self.limits.kill_after);
-        self.ending = Ending::Replaced;
-        report::info_as(
-            report::LogEvent::Replaced,
-            &[],
-            format_args!(
-                "replaced by {}; terminating the command (SIGTERM now, SIGKILL in {})",
-                crate::holder::replacing_run(by),
-                report::duration(self.limits.kill_after)
-            ),
-        );
-        told(libc::SIGTERM, sent);
-    }
-
-    fn forward(&mut self, signal: libc::c_int, from_terminal: bool) {
-        // Whether or not it is forwarded (the terminal may have delivered it already), the
-        // command was asked to stop, and the budget starts.
-        self.start_stop_budget(signal);
-        if matches!(
-            signal,
-            libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT
-        ) {
-            self.asked_to_stop = true;
-        }
-        // A terminal signals its foreground group only: once the command's group holds the
-        // terminal, what is typed there reaches the command and not redlock-run. So a Ctrl-C
-        // or Ctrl-\ that did reach redlock-run was typed before the hand-over, and is heard
-        // only now: the command never got it, and it is forwarded (it used to be dropped
-        // here, and the Ctrl-C lost). A hangup is the exception: it signals the session's
-        // leader as well as the foreground group.
-        if from_terminal && signal == libc::SIGHUP && self.child.has_terminal() {
-            report::verbose(format_args!(
-                "{} came from the terminal, which delivered it to the command already",
-                signals::name(signal)
-            ));
-        } else {
-            report::verbose(format_args!(
-                "forwarding {} to the command",
-                signals::name(signal)
-            ));
-            told(signal, self.child.signal_group(signal));
-            // A stopped command would keep a terminating signal pending for ever.
-            if matches!(
-                signal,
-                libc::SIGINT | libc::SIGTERM | libc::SIGHUP | libc::SIGQUIT
-            ) {
-                let _ = self.child.signal_group(libc::SIGCONT);
-            }
-        }
-    }
-
-    /// `--stop-timeout`: the first terminating signal sets when the group is killed if it
-    /// is still there; later ones do not move it. Not bounded by the lease's end as it is
-    /// now: renewals go on meanwhile. If they fail, the lease's own timer ends the command
-    /// by the lease's end (a lost lock), sooner than this.
-    fn start_stop_budget(&mut self, signal: libc::c_int) {
-        let Some(budget) = self.limits.stop_timeout else {
-            return;
-        };
-        if self.stop.is_some()
-            || self.killed_at.is_some()
-            || !matches!(signal, libc::SIGTERM | libc::SIGINT | libc::SIGHUP)
-        {
-            return;
-        }
-        self.stop = Some((signal, Instant::now() + budget));
-    }
-
-    /// Kills the group once the `--stop-timeout` budget has run out.
-    fn stop_due(&mut self, now: Instant) {
-        let Some((signal, _)) = self.stop.filter(|&(_, at)| now >= at) else {
-            return;
-        };
-        if self.killed_at.is_some() {
-            return;
-        }
-        if self.reaped.is_none() && self.child.has_exited() {
-            // Its first process has ended and its exit is about to be heard: only then can
-            // the group be told apart from that process's remains. Looked at again shortly.
-            self.stop = Some((signal, now + LEFTOVER_POLL));
-            return;
-        }
-        // Signal first: reporting could block on a full stderr pipe.
-        let sent = self.child.signal_group(libc::SIGKILL);
-        self.killed_at = Some(now);
-        if self.ending == Ending::Exited {
-            self.ending = Ending::Stopped { signal };
-        }
-        // Its exit status, unless a lost lock or --max-runtime decided it first.
-        let exit_code = [("exit_code", u64::from(128 + signal.unsigned_abs()))];
-        let fields: &[(&str, u64)] = match self.ending {
-            Ending::Stopped { .. } => &exit_code,
-            _ => &[],
-        };
-        report::say(
-            report::Level::Warn,
-            report::LogEvent::StopTimeout,
-            fields,
-            format_args!(
-                "--stop-timeout of {} ran out after {}; killing the command's process group \
-                 (SIGKILL) and releasing {}",
-                report::duration(self.limits.stop_timeout.unwrap_or_default()),
-                signals::name(signal),
-                self.key
-            ),
-        );
-        told(libc::SIGKILL, sent);
-    }
-
-    fn renewed(&mut self, valid_until: Instant) {
-        self.lease.renewed_until(valid_until);
-        if let Some(guardian) = self.guardian {
-            guardian.extend(self.lease.valid_until());
-        }
-    }
-
     /// When SIGKILL is due if the command is told to end now (or was told already): never
     /// past the lease's end, after which nothing keeps anyone else out (the guardian would
     /// do it otherwise).
@@ -455,41 +321,6 @@ impl Supervisor<'_> {
         match self.kill_at {
             Some(due) => due.min(lease_end),
             None => lease::kill_deadline(now, self.limits.kill_after, lease_end),
-        }
-    }
-
-    fn stopped(&mut self, signal: libc::c_int) {
-        if self.kill_at.is_some() {
-            return;
-        }
-        if !self.child.lends_terminal() {
-            if matches!(signal, libc::SIGTTIN | libc::SIGTTOU) {
-                report::warn(format_args!(
-                    "the command is stopped by {}: it tried to use a terminal that belongs \
-                     to another process group; it keeps the lock until it is continued or \
-                     ended (a signal to redlock-run ends it)",
-                    signals::name(signal)
-                ));
-            }
-            return;
-        }
-        self.child.stop_with_command();
-        // Continued. While we were stopped nothing renewed the lease: resume the command
-        // only if the lease still holds; the renewal thread, running again, renews at once.
-        if Instant::now() >= self.lease.valid_until() {
-            report::error_as(
-                report::LogEvent::Lost,
-                &anyhow::anyhow!(
-                    "lock lost: {} expired while the command was stopped; killing it",
-                    self.key
-                ),
-            );
-            told(libc::SIGKILL, self.child.signal_group(libc::SIGKILL));
-            self.kill_at = Some(Instant::now());
-            self.killed_at = Some(Instant::now());
-            self.ending = Ending::LockLost;
-        } else {
-            self.child.resume();
         }
     }
 
@@ -516,176 +347,6 @@ impl Supervisor<'_> {
         }
         self.ended_by
             .is_some_and(|by| by < self.lease.valid_until())
-    }
-
-    /// A loss the renewal thread reported (or the lease's timer). "Not ours" is a loss
-    /// whenever it comes; a lease that ran out, or renewals that failed, are none of the
-    /// command's if it ended while the lease surely held: its status is its own.
-    fn reported_lost(&mut self, loss: Loss) {
-        if !matches!(loss, Loss::NotOurs) && self.ended_in_time(Instant::now()) {
-            return;
-        }
-        self.lost(loss);
-    }
-
-    fn lost(&mut self, loss: Loss) {
-        if self.ending == Ending::LockLost {
-            return;
-        }
-        self.ending = Ending::LockLost;
-        let now = Instant::now();
-        let key = self.key;
-        // The guardian ended it at the lease's end: it did not run on past it.
-        let run_on = !matches!(loss, Loss::Guardian);
-        let why = match loss {
-            Loss::NotOurs => format!("{key} is gone from Redis or now held by someone else"),
-            Loss::Unconfirmed { last_error } => {
-                format!("Redis did not confirm {key} in time ({last_error})")
-            }
-            Loss::Expired { ago } => format!(
-                "the lease on {key} ran out {} ago, while redlock-run could not act (it was \
-                 stopped, or starved of CPU)",
-                report::duration(ago)
-            ),
-            Loss::Guardian => format!(
-                "the guardian process killed the command at the end of the lease on {key} \
-                 as it knew it, while redlock-run could not act (it was stopped, or starved \
-                 of CPU)"
-            ),
-        };
-        let at = self.kill_due(now);
-        // Signal first: reporting could block on a full stderr pipe. (After the first
-        // process's end this reaches what it left running.)
-        let sent = self.child.terminate_group();
-        self.kill_at = Some(at);
-        if self.ended_by.is_some() {
-            let tail = if run_on {
-                "; the command, which has ended, may have run without it"
-            } else {
-                ""
-            };
-            report::error_as(
-                report::LogEvent::Lost,
-                &anyhow::anyhow!("lock lost: {why}{tail}"),
-            );
-            told(libc::SIGTERM, sent);
-            return;
-        }
-        report::error_as(
-            report::LogEvent::Lost,
-            &anyhow::anyhow!(
-                "lock lost: {why}; terminating the command (SIGTERM now, SIGKILL in {})",
-                report::duration(at.saturating_duration_since(now))
-            ),
-        );
-        told(libc::SIGTERM, sent);
-    }
-
-    /// The command's first process has exited: reaped at once, and what it left in its
-    /// group told to end (`finished` waits for it).
-    fn exited(&mut self) {
-        // Read while the first process is unreaped, so that its pid is still its own: the
-        // guardian notes a kill before it sends it.
-        let guardian_killed = self.guardian.is_some_and(Guardian::killed);
-        // Even when the status cannot be had, the group is ended before anything else.
-        let status = self.child.reap();
-        // Orphans that died while it was unreaped were behind it (see `reap_orphans`). A
-        // few system calls; any other run has nothing there but what `group` reaps.
-        self.child.reap_orphans();
-        let left = self.child.group() != Group::Gone;
-        let left_processes = left && self.kill_at.is_none();
-        let now = Instant::now();
-        let valid_until = self.lease.valid_until();
-        if guardian_killed {
-            // Its status is not its own, whenever it came. (`lost` ends what is left.)
-            self.lost(Loss::Guardian);
-        } else if self.ending != Ending::LockLost && now >= valid_until && left {
-            // The first process ended in time, but what it left running outlived the lease.
-            self.lost(Loss::Expired {
-                ago: now - valid_until,
-            });
-        } else if left {
-            let at = self.kill_due(Instant::now());
-            told(libc::SIGTERM, self.child.terminate_group());
-            self.kill_at = Some(at);
-        }
-        self.reaped = Some(Reaped {
-            status,
-            left_processes,
-        });
-    }
-
-    /// Once the command's first process has been reaped: `Some` when nothing is left of its
-    /// group, or nothing more can be done for what is (see the module doc).
-    fn finished(&mut self) -> Result<Option<Supervised>> {
-        if self.reaped.is_none() {
-            return Ok(None);
-        }
-        let ended = match self.child.group() {
-            Group::Gone => true,
-            Group::Unreachable => {
-                if !self.told_unreachable {
-                    self.told_unreachable = true;
-                    self.tell_unreachable();
-                }
-                return Ok(None);
-            }
-            Group::Present => match self.killed_at {
-                Some(at) if at.elapsed() >= UNKILLABLE_WAIT => {
-                    report::warn(format_args!(
-                        "processes of the command's group are still there {} after SIGKILL \
-                         (stuck in the kernel, in uninterruptible sleep): releasing {} while \
-                         they exist; they die when their system call returns",
-                        report::duration(UNKILLABLE_WAIT),
-                        self.key
-                    ));
-                    false
-                }
-                _ => return Ok(None),
-            },
-        };
-        let Some(reaped) = self.reaped.take() else {
-            return Ok(None);
-        };
-        if self.told_unreachable {
-            report::verbose(format_args!(
-                "the command's processes out of redlock-run's reach have ended"
-            ));
-        } else if reaped.left_processes && ended {
-            report::warn(format_args!(
-                "the command left processes running in its process group; \
-                 terminated them before releasing the lock"
-            ));
-        }
-        self.child.return_terminal();
-        let status = reaped
-            .status
-            .context("cannot collect the command's status")?;
-        report::verbose(format_args!("command ended: {status}"));
-        Ok(Some(Supervised {
-            status,
-            ending: self.ending,
-            asked_to_stop: self.asked_to_stop,
-        }))
-    }
-
-    /// The group's processes all run as another user: no signal reaches them, and the lock
-    /// is not released under them.
-    fn tell_unreachable(&self) {
-        if self.ending == Ending::LockLost {
-            report::warn(format_args!(
-                "the command's processes that run as another user run on without {}, out of \
-                 redlock-run's reach; waiting for them to end",
-                self.key
-            ));
-        } else {
-            report::warn(format_args!(
-                "the command's processes that run as another user (sudo, a setuid program) \
-                 are out of redlock-run's reach, which may not signal them; keeping {} until \
-                 they end",
-                self.key
-            ));
-        }
     }
 }
 
