@@ -4,7 +4,7 @@
 //!
 //! What this module does not own: plain exclusion and hand-over (`exclusion`), the lease
 //! itself (`lease`). Keys beyond `PREFIX + KEY` are used only where the data layout in
-//! `src/backend/layout.rs` documents them: `{K}:slot:N`, `{K}:fence`, `{K}:queue`.
+//! `src/backend/layout/mod.rs` documents them: `{K}:slot:N`, `{K}:fence`, `{K}:queue`.
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;

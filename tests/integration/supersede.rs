@@ -5,7 +5,7 @@
 //! `--once`, work already done wins over superseding.
 //!
 //! What this module does not own: waiting itself (`waiting`, `waiters`), the fair queue
-//! (`operators`). Keys beyond `PREFIX + KEY` are used only as `src/backend/layout.rs`
+//! (`operators`). Keys beyond `PREFIX + KEY` are used only as `src/backend/layout/mod.rs`
 //! documents them: `{K}:queue` (whose size says a plain waiter has queued) and
 //! `{K}:supersede` (whose value names the newest superseding waiter, by its pid).
 

@@ -1,7 +1,10 @@
 //! Unit tests of `inspect`.
 
+use super::list::glob_escape;
 use super::*;
 use crate::backend::endpoint::tests::redis_values;
+use crate::backend::layout::{Holder, Key};
+use crate::backend::scripts::PeekReply;
 use proptest::prelude::*;
 
 fn held_by(token: &str) -> Result<Vec<Slot>, String> {
