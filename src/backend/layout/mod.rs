@@ -23,8 +23,9 @@
 //!   with `--fair`, only the first ones may take a free slot.
 //! - `{K}:supersede`: with `--supersede`, the newest superseding waiter's identity and
 //!   metadata (a string, the JSON of a lock value without its fence): a waiter that
-//!   finds another's there once it has arrived was overtaken, and exits 77. It lasts as
-//!   long as the queue, kept by the newest waiter's attempts.
+//!   finds another's there once it has arrived was overtaken, and exits 77. It has no
+//!   TTL, like the fence counter: a waiter that missed its wake-up finds it however late
+//!   it wakes.
 //! - `{K}:queue:woken`: a hash of the waiters woken and not yet tried since, by when
 //!   (server time, ms): one that does not try within a lease's length counts as gone. An
 //!   entry that is not such a time is removed, with a warning (`woken_since`).

@@ -247,7 +247,10 @@ end
 -- --supersede: `registry` names the newest superseding waiter. One that has arrived (a
 -- holder returned above, before this) and finds another's value there was overtaken by a
 -- newer arrival: it leaves, whatever the slots. Its value is kept, not cleared, when the
--- newest takes the lock: an older waiter that missed its wake-up still finds it there.
+-- newest takes the lock, and never expires: an older waiter that missed its wake-up still
+-- finds it there, however late it wakes (stopped, a paused VM). Only a server that lost it
+-- (restarted empty, FLUSHALL, a failover to a replica that missed it, DEL) forgets the
+-- order: such a waiter then finds nothing, and waits on as the newest.
 local supersedes = ARGV[12] == '1'
 local registry = KEYS[n + 5]
 local function of_ours(value)
@@ -265,34 +268,30 @@ end
 -- A superseding waiter that waits is the newest: the one it overtakes (the registry's, on
 -- its first attempt here; else the registry holds its own value or nothing) leaves the
 -- queue and is told on its wake-up channel, where it listens: it tries at once and is
--- answered above. A crashed one is simply dropped. Returns whether one was overtaken.
-local function register(pttl)
+-- answered above. A crashed one is simply dropped, and one long gone (the registry keeps
+-- the last newest for good) costs a PUBLISH nobody hears. Returns whether one still queued
+-- was overtaken.
+local function register()
   local current = read(registry)
   local overtaken = false
   if not of_ours(current) then
     local older = type(current) == 'string' and string.match(current, '^{"token":"([^"]+)"')
     if older then
-      call('ZREM', queue, older)
+      overtaken = call('ZREM', queue, older) == 1
       call('HDEL', woken, older)
       publish(ARGV[10], prefix .. older, 'superseded by ' .. token)
-      overtaken = true
     end
+    -- Without a TTL (SET drops one an older version gave it): the arrival order must
+    -- outlive any pause of the waiters it overtook. One small string per key, like the
+    -- fence counter.
     call('SET', registry, identity .. ARGV[2])
-  end
-  -- Kept a week (or as long as the queue, if longer), refreshed by each attempt of the
-  -- newest waiter: an older waiter that missed its wake-up, stopped or starved however
-  -- long within that, still finds a newer one named here and gives way, rather than find
-  -- the registry expired and run its older work after the newer (one short key per lock).
-  local keep = math.max(3 * ttl + (pttl >= 0 and pttl or 10000), 604800000)
-  if call('PTTL', registry) < keep then
-    call('PEXPIRE', registry, keep)
   end
   return overtaken
 end
 
 local function wait_in_queue(pttl, ahead)
   -- The one overtaken may have been woken for a free slot (--fair): try again at once.
-  if supersedes and register(pttl) and #free > 0 then
+  if supersedes and register() and #free > 0 then
     pttl = 0
   end
   if listens then
