@@ -2,7 +2,7 @@
 //! a cached script by the SHA-1 of its source (`EVALSHA`); computing those digests when the
 //! program starts cost every run ~0.1 ms of CPU on its path to the lock and again to the
 //! release (the acquire and release scripts are 35 and 23 kB with the prelude).
-//! `backend/scripts.rs` includes what is written here: for each script a `LuaScript` named
+//! `backend/scripts/mod.rs` includes what is written here: for each script a `LuaScript` named
 //! after its file (`acquire.lua` is `ACQUIRE`), its source the prelude then the file, and
 //! `ALL`, every script in this order. A unit test holds each digest to the redis crate's own
 //! hashing of the same source.

@@ -1,4 +1,11 @@
+use redis::Value;
+
+use super::force_release::ForceReply;
+use super::leave_queue::Left;
+use super::renew::RenewReply;
 use super::*;
+use crate::backend::layout::Channels;
+use crate::backend::Released;
 
 /// The `-- KEYS[i] name:` and `-- ARGV[i] name:` lines of a script's header, in order, as
 /// `(index, name)`: its contract as the script itself states it.
