@@ -272,6 +272,28 @@ impl<'a> Waiter<'a> {
     fn attempt(&mut self) -> Result<Option<Waited>> {
         let step = Instant::now();
         let busy = match self.backend.try_acquire(self.pacing.deadline) {
+            // Sent at or after the deadline: this process was stopped (SIGSTOP, a frozen
+            // VM) between the deadline's check and the send. The wait was over before the
+            // try left, so the lock is given back at once (best effort: it expires by its
+            // TTL otherwise) and the wait ends as timed out, as a wait paused past its
+            // deadline always does.
+            Ok(Attempt::Acquired { sent_at, .. })
+                if self
+                    .pacing
+                    .deadline
+                    .is_some_and(|deadline| sent_at >= deadline) =>
+            {
+                report::verbose(format_args!(
+                    "the lock was taken by a try sent after the wait's deadline (this process \
+                     was paused); giving it back"
+                ));
+                let _ = self
+                    .backend
+                    .release(None, Instant::now() + self.pacing.redis_timeout);
+                return Ok(Some(Waited::TimedOut {
+                    blocker: self.announcer.blocker.take(),
+                }));
+            }
             Ok(Attempt::Acquired { sent_at, fence }) => {
                 return Ok(Some(Waited::Acquired { sent_at, fence }))
             }

@@ -82,7 +82,7 @@ pub(super) struct Pacing {
     started: Instant,
     /// Give up then; `None`: never.
     pub(super) deadline: Option<Instant>,
-    redis_timeout: Duration,
+    pub(super) redis_timeout: Duration,
     takeover: bool,
     /// The holder is named (a terminal, `-v`): looked at every `ANNOUNCE_RECHECK` at least.
     announces: bool,
