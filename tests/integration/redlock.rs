@@ -361,6 +361,46 @@ fn a_lock_held_on_a_majority_is_busy() {
     holder.wait().assert_code(0);
 }
 
+/// With one node down, the holder's node answering after the free one still makes the
+/// lock busy (75): a failed node is no answer, so the round listens to the node that
+/// decides instead of giving it a straggler's few milliseconds and calling the majority
+/// out of reach (125; seen under load in the server matrix).
+#[test]
+fn a_busy_node_slower_than_a_dead_one_is_heard() {
+    let mut nodes = start_nodes(3);
+    let dir = TempDir::new("redlock-slow-busy");
+    let holder = hold(
+        quorum(&urls(&nodes[..1])).args(["-t", "120s", "-k", "slow"]),
+        &dir,
+        "holder",
+    );
+    let held = nodes[0].lock_value("slow").expect("holder's key");
+    nodes[1].stop();
+    // The holder's node answers only once the free node has taken the key (an event of
+    // the round, not a timer), long after a straggler's wait.
+    nodes[0].freeze();
+    let attempt = quorum(&urls(&nodes))
+        .args(["-k", "slow", "-t", "6s", "--no-wait", "--", "true"])
+        .spawn();
+    wait_until(Duration::from_secs(10), "the free node to be taken", || {
+        nodes[2].lock_value("slow").is_some()
+    });
+    // Well past a straggler's wait (20 ms, or twice the round's time so far), well within
+    // the attempt's budget (a third of the TTL: 2 s).
+    std::thread::sleep(Duration::from_millis(300));
+    nodes[0].thaw();
+    attempt
+        .wait()
+        .assert_code(75)
+        .assert_stderr_contains("not waiting");
+    assert_eq!(nodes[0].lock_value("slow"), Some(held));
+    wait_until(Duration::from_secs(10), "the free node to be empty", || {
+        nodes[2].dbsize() == 0
+    });
+    holder.let_go();
+    holder.wait().assert_code(0);
+}
+
 /// A stale value of another holder on one node of three (with no TTL) neither blocks the
 /// lock nor is ever touched, though every renewal finds that node "not ours" and tries to
 /// take it back.

@@ -7,21 +7,24 @@
 //! - **Acquire**: all nodes in parallel; won when a majority took it within a third of the
 //!   TTL, timed from `started`, before the first request left (the lease is valid until
 //!   `started + ttl - drift`; a slower win would leave too little to renew). Once decided,
-//!   or once a majority answered, the others get `STRAGGLER_WAIT`. Lost or split rounds
-//!   release on every node that did not refuse, answered or not (a node's jobs run in
-//!   order, so the release follows the acquire on a slow node).
+//!   or once a majority answered yes or no (a failed node is no answer), the others get
+//!   `STRAGGLER_WAIT`. Lost or split rounds release on every node that did not refuse,
+//!   answered or not (a node's jobs run in order, so the release follows the acquire on a
+//!   slow node).
 //! - **Fence**: each node counts its own acquisitions. The fence handed out is the largest
 //!   count among the nodes taken; unless a majority already reports it, it is written to
 //!   the nodes first (never lowering one), so every later majority, which shares a node
 //!   with this one, counts past it. See docs/guide.md, "Fencing tokens".
 //! - **Renew**: all nodes in parallel; extended when a majority confirms, lost for sure when
-//!   more than N - majority say the key is not ours. A takeover request (`--replace`) seen on
-//!   some nodes never makes the round wait for a silent node past `STRAGGLER_WAIT`: the round
-//!   ends once one request has a majority or the silent nodes could not give it one. A node that answers "not ours" while a
-//!   majority confirmed (it restarted empty) is taken again; never otherwise.
-//! - **Release**: all nodes, waiting for a majority's answers, then `STRAGGLER_WAIT` for
-//!   the rest. Each release is announced with the same text on every node. "Not ours" from
-//!   more than N - majority nodes means the lock was lost; from fewer, it was not.
+//!   more than N - majority say the key is not ours. A takeover request (`--replace`) seen
+//!   on some nodes never makes the round wait for a silent node past `STRAGGLER_WAIT`: the
+//!   round ends once one request has a majority or the silent nodes could not give it one.
+//!   A node that answers "not ours" while a majority confirmed (it restarted empty) is
+//!   taken again; never otherwise.
+//! - **Release**: all nodes, waiting for a majority's answers (failures are none), then
+//!   `STRAGGLER_WAIT` for the rest. Each release is announced with the same text on every
+//!   node. "Not ours" from more than N - majority nodes means the lock was lost; from
+//!   fewer, it was not.
 //! - **Waiting**: subscribed once a majority of nodes listens (the others join as they come
 //!   up); each release wakes the waiter once, its own releases not at all.
 //! - **A holder's takeover listener** (`listen`): likewise on a majority, on connections of

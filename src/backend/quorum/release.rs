@@ -34,11 +34,11 @@ impl Quorum {
         // Once a majority has answered, the lock is free for others; a node much slower
         // than the rest (down, blackholed) is not waited for, and the key expires there by
         // its TTL. Healthy nodes answer together, so this rarely cuts anyone off.
-        let majority = self.majority;
-        self.nodes
-            .collect(round, self.nodes.len(), deadline, |node, answer| {
-                tally.take(&displays[node], answer) >= majority
-            });
+        let (nodes, majority) = (self.nodes.len(), self.majority);
+        self.nodes.collect(round, nodes, deadline, |node, answer| {
+            tally.take(&displays[node], answer);
+            tally.heard_enough(nodes, majority)
+        });
         let rest = self.nodes.len().saturating_sub(tally.answered);
         self.nodes
             .hear_out(round, rest, started, deadline, |node, answer| {

@@ -65,6 +65,11 @@ impl Tally {
         self.yes.len() + self.no.len() + self.failed.len()
     }
 
+    /// The nodes that answered yes or no (a failure is no answer to the question).
+    pub(super) fn reached(&self) -> usize {
+        self.yes.len() + self.no.len()
+    }
+
     /// Counts a node's failure to answer.
     pub(super) fn fail(&mut self, node: usize, err: &anyhow::Error) {
         self.passing |= is_transient(err);
@@ -120,6 +125,15 @@ pub(super) struct ReleaseTally {
 }
 
 impl ReleaseTally {
+    /// Whether a release can stop listening: a majority said how it went, or so many
+    /// failed that no majority can (then the rest get only `STRAGGLER_WAIT`). A failed
+    /// node is no answer: a slow node's "deleted" after one down and one "not ours" is what
+    /// tells a release from a loss.
+    pub(super) fn heard_enough(&self, nodes: usize, majority: usize) -> bool {
+        let said = self.deleted + self.unannounced + self.kept + self.not_ours;
+        said >= majority || self.not_ours > nodes - majority || self.errors.len() > nodes - majority
+    }
+
     /// Counts one answer; returns how many have come.
     pub(super) fn take(&mut self, node: &str, answer: Answer) -> usize {
         self.answered += 1;
@@ -172,8 +186,10 @@ impl AcquireAnswers {
     }
 
     /// Counts one answer; returns whether to stop listening: the outcome is known, or a
-    /// majority has answered (the rest then get only `STRAGGLER_WAIT`, so that a
-    /// blackholed node does not hold up every attempt for the whole timeout).
+    /// majority has answered yes or no (the rest then get only `STRAGGLER_WAIT`, so that a
+    /// blackholed node does not hold up every attempt for the whole timeout). A failed node
+    /// is not an answer: with one yes, one down and one still to come, the one to come
+    /// decides between taken, busy and out of reach, and is heard until the deadline.
     pub(super) fn take(&mut self, node: usize, answer: Answer) -> bool {
         match answer {
             Answer::Acquire(Ok(Attempt::Acquired { fence, .. })) => {
@@ -218,7 +234,7 @@ impl AcquireAnswers {
         self.unfit.is_some()
             || self.done.len() >= self.tally.majority
             || self.tally.heard_enough()
-            || self.tally.answered() >= self.tally.majority
+            || self.tally.reached() >= self.tally.majority
     }
 }
 
@@ -365,6 +381,62 @@ mod tests {
         assert!(tally(3, 0, 0, 2).heard_enough());
         assert!(!tally(5, 1, 1, 2).heard_enough());
         assert!(tally(5, 0, 0, 3).heard_enough());
+    }
+
+    fn acquired() -> Answer {
+        Answer::Acquire(Ok(Attempt::Acquired {
+            sent_at: std::time::Instant::now(),
+            fence: 1,
+        }))
+    }
+
+    fn refused_connection() -> Answer {
+        Answer::Acquire(Err(anyhow::anyhow!("cannot connect: Connection refused")))
+    }
+
+    #[test]
+    fn an_acquisition_hears_out_the_node_that_decides_past_a_dead_one() {
+        // One node down, one yes: the third decides between taken, busy and out of reach,
+        // so the round listens on (it stopped here, and a busy lock behind a slow node was
+        // reported as "too few Redis nodes could be reached").
+        let mut heard = AcquireAnswers::new(3);
+        assert!(!heard.take(1, refused_connection()));
+        assert!(!heard.take(2, acquired()));
+        assert!(heard.take(0, acquired()));
+        assert!(heard.tally.won());
+        // A majority that answered yes or no is enough; the rest are stragglers.
+        let mut heard = AcquireAnswers::new(3);
+        assert!(!heard.take(2, acquired()));
+        assert!(heard.take(
+            0,
+            Answer::Acquire(Ok(Attempt::Done {
+                record: Vec::new(),
+                skips: None,
+            }))
+        ));
+        // Two down of three: nothing the third says can make a majority.
+        let mut heard = AcquireAnswers::new(3);
+        assert!(!heard.take(0, refused_connection()));
+        assert!(heard.take(1, refused_connection()));
+    }
+
+    #[test]
+    fn a_release_hears_out_the_node_that_decides_past_a_dead_one() {
+        let mut release = ReleaseTally::default();
+        release.take("n2", Answer::Release(Err(anyhow::anyhow!("down"))));
+        release.take("n1", Answer::Release(Ok(Released::NotOurs)));
+        assert!(!release.heard_enough(3, 2), "{release:?}");
+        release.take("n0", Answer::Release(Ok(Released::Deleted)));
+        assert!(release.heard_enough(3, 2));
+        let mut lost = ReleaseTally::default();
+        lost.take("n0", Answer::Release(Ok(Released::NotOurs)));
+        lost.take("n1", Answer::Release(Ok(Released::NotOurs)));
+        assert!(lost.heard_enough(3, 2));
+        let mut down = ReleaseTally::default();
+        down.take("n0", Answer::Release(Err(anyhow::anyhow!("down"))));
+        assert!(!down.heard_enough(3, 2));
+        down.take("n1", Answer::Release(Err(anyhow::anyhow!("down"))));
+        assert!(down.heard_enough(3, 2));
     }
 
     #[test]
