@@ -13,9 +13,9 @@
 
 use anyhow::Result;
 
-use crate::admin::{lock_line, verdict_line};
 use crate::backend::inspect::{DryAsk, Inspector, LockView, Verdict};
 use crate::config::{Config, Wait};
+use crate::describe::{lock_line, verdict_line};
 use crate::exit::Outcome;
 use crate::report;
 

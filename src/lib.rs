@@ -6,6 +6,7 @@
 //! ```text
 //! cli -> config -> run (wait, renew, supervise) -> exit
 //!               \-> admin (status, list, release; metrics; check)
+//! admin, dry_run -> describe (a lock's state in words and JSON)
 //! run, wait, renew, supervise -> event <- signals, process
 //! backend (Redis only), process (processes only), lease (time only), report (stderr only)
 //! ```
@@ -22,6 +23,7 @@ pub mod run;
 pub mod fuzzing;
 
 mod backend;
+mod describe;
 mod dry_run;
 mod event;
 mod holder;

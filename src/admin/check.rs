@@ -17,6 +17,7 @@ use crate::backend::counters::LockCounters;
 use crate::backend::inspect::{Inspector, Verdict};
 use crate::backend::Key;
 use crate::config::{AdminConfig, Levels, Thresholds};
+use crate::describe::print;
 use crate::exit::{Outcome, PluginState};
 use crate::report;
 
@@ -57,7 +58,7 @@ fn plugin_line(state: PluginState, text: &str) -> Outcome {
         Some(perfdata) => format!("REDLOCK {} - {summary} | {perfdata}", state.word()),
         None => format!("REDLOCK {} - {summary}", state.word()),
     };
-    if let Err(err) = super::print(&line) {
+    if let Err(err) = print(&line) {
         report::error(&err);
     }
     Outcome::Plugin(state)

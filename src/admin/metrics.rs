@@ -21,6 +21,7 @@ use anyhow::{bail, Result};
 use crate::backend::counters::{age, LockCounters, NodeCounters};
 use crate::backend::inspect::{Inspector, LockView, Verdict};
 use crate::backend::{Holder, Key};
+use crate::describe::print;
 use crate::exit::Outcome;
 use crate::report;
 
@@ -45,7 +46,7 @@ pub fn metrics(inspector: &mut Inspector, prefix: &Key) -> Result<Outcome> {
             locks.push(lock);
         }
     }
-    super::print(render(&locks).trim_end())?;
+    print(render(&locks).trim_end())?;
     Ok(Outcome::Done)
 }
 
