@@ -17,7 +17,7 @@
 //! The origin matters for the terminal row: `SI_KERNEL` marks a signal the terminal driver
 //! generated, `SI_USER` (and the other codes) one that a process sent with `kill`.
 //!
-//! A blocked signal is inherited across `exec`, so the command (`process/launch.rs`) and
+//! A blocked signal is inherited across `exec`, so the command (`process/launch/`) and
 //! the guardian (`process/guardian.rs`) unblock every signal before they run: the command
 //! starts with an empty mask and default actions, as it would from a shell.
 //!

@@ -17,7 +17,7 @@
 //! debugger, swapping) would otherwise start the command inside the next holder's turn.
 //! What is left is the few instructions between that reading and the kernel's `exec`.
 
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CString, OsString};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::ptr;
@@ -26,12 +26,16 @@ use std::time::Instant;
 
 use super::clock::{monotonic_ns, now_ns};
 use super::guardian::watch_message;
+use env::{c_strings, inherited_environment, pointers};
+use mask::{block_all_signals, restore_signals};
+use search::candidates;
+pub use search::find;
 
-extern "C" {
-    /// The process's environment, as the C library keeps it (mutable there, as std declares
-    /// it too; read here only, once, before the lock is taken).
-    static mut environ: *const *const libc::c_char;
-}
+mod env;
+mod mask;
+mod search;
+#[cfg(test)]
+mod tests;
 
 /// Size of the child's stack: it runs a few system calls and nothing else.
 const CHILD_STACK: usize = 64 * 1024;
@@ -399,167 +403,4 @@ unsafe fn fail(plan: &Plan) -> libc::c_int {
     plan.errno.store(errno().max(1), Ordering::SeqCst);
     // SAFETY: _exit ends the process at once; the caller is the child.
     unsafe { libc::_exit(127) }
-}
-
-/// Whether `program` would be found and may be executed, as the start of the command
-/// looks for it (`candidates`, in PATH order): for `--dry-run`, which starts nothing. The
-/// first candidate that is a file with an execute bit is the one; a file found without one
-/// is EACCES, as execvp reports it; none, ENOENT.
-pub fn find(program: &OsStr) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut refused = false;
-    for candidate in candidates(program)? {
-        let path = std::path::Path::new(OsStr::from_bytes(candidate.as_bytes()));
-        match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => return Ok(()),
-            Ok(_) => refused = true,
-            Err(_) => {}
-        }
-    }
-    Err(io::Error::from_raw_os_error(if refused {
-        libc::EACCES
-    } else {
-        libc::ENOENT
-    }))
-}
-
-/// Where to look for `program`: itself if it holds a `/`, else each PATH directory.
-fn candidates(program: &OsStr) -> io::Result<Vec<CString>> {
-    let bytes = program.as_bytes();
-    if bytes.contains(&b'/') {
-        return c_strings([bytes.to_vec()]);
-    }
-    if bytes.is_empty() {
-        return Err(io::Error::from_raw_os_error(libc::ENOENT));
-    }
-    let path = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
-    c_strings(path.as_bytes().split(|&b| b == b':').map(|dir| {
-        // An empty entry means the current directory, as in execvp.
-        let mut full = if dir.is_empty() {
-            b".".to_vec()
-        } else {
-            dir.to_vec()
-        };
-        full.push(b'/');
-        full.extend_from_slice(bytes);
-        full
-    }))
-}
-
-/// The inherited environment's `NAME=value` entries, less those named in `sets`.
-fn inherited_environment(sets: &[&str]) -> Vec<*const libc::c_char> {
-    let mut entries = Vec::new();
-    // SAFETY: `environ` is a NULL-terminated array of NUL-terminated strings, and nothing
-    // in this process changes it (no setenv, no std::env::set_var).
-    unsafe {
-        let mut entry = std::ptr::addr_of!(environ).read();
-        while !entry.is_null() && !(*entry).is_null() {
-            let text = std::ffi::CStr::from_ptr(*entry).to_bytes();
-            // An entry without `=` is no variable; std's `vars_os` skips those too.
-            if let Some(at) = text.iter().position(|&b| b == b'=') {
-                if !sets.iter().any(|set| set.as_bytes() == &text[..at]) {
-                    entries.push(*entry);
-                }
-            }
-            entry = entry.add(1);
-        }
-    }
-    entries
-}
-
-fn c_strings(items: impl IntoIterator<Item = Vec<u8>>) -> io::Result<Vec<CString>> {
-    items
-        .into_iter()
-        .map(|item| {
-            CString::new(item).map_err(|_| {
-                io::Error::new(io::ErrorKind::InvalidInput, "an argument holds a NUL byte")
-            })
-        })
-        .collect()
-}
-
-/// A NULL-terminated array of pointers into `strings`, which must outlive it.
-fn pointers(strings: &[CString]) -> Vec<*const libc::c_char> {
-    strings
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(ptr::null()))
-        .collect()
-}
-
-fn block_all_signals() -> libc::sigset_t {
-    // SAFETY: both sets live on this frame; sigfillset initialises `all` before use.
-    unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut previous: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut previous);
-        previous
-    }
-}
-
-fn restore_signals(previous: &libc::sigset_t) {
-    // SAFETY: `previous` was filled by pthread_sigmask.
-    unsafe {
-        libc::pthread_sigmask(libc::SIG_SETMASK, previous, ptr::null_mut());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stop_that_came_while_blocked_does_not_stop_the_child_before_its_exec() {
-        // SAFETY: the forked child calls only async-signal-safe functions before `_exit`;
-        // `unblock_all_signals` runs in a child with no handler of ours, as it must.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0);
-        if pid == 0 {
-            // SAFETY: as above: this is the forked child, which ends here.
-            unsafe {
-                let mut all: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
-                libc::pthread_sigmask(libc::SIG_SETMASK, &all, ptr::null_mut());
-                // A Ctrl-Z to redlock-run's group, before the child had a group of its own.
-                libc::kill(libc::getpid(), libc::SIGTSTP);
-                unblock_all_signals();
-                libc::_exit(7);
-            }
-        }
-        let mut status = 0;
-        // SAFETY: `status` is a valid place for waitpid to write to.
-        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-        assert_eq!(waited, pid);
-        if libc::WIFSTOPPED(status) {
-            // SAFETY: ends the stopped child, ours.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            // SAFETY: as above.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            panic!("the child stopped before its exec");
-        }
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
-    }
-
-    #[test]
-    fn the_names_a_run_sets_are_left_out_of_the_inherited_environment() {
-        let names = |entries: Vec<*const libc::c_char>| -> Vec<Vec<u8>> {
-            entries
-                .into_iter()
-                .map(|entry| {
-                    // SAFETY: pointers into `environ`, which no test changes.
-                    unsafe { std::ffi::CStr::from_ptr(entry) }
-                        .to_bytes()
-                        .to_vec()
-                })
-                .map(|entry| entry.split(|&b| b == b'=').next().unwrap_or(&[]).to_vec())
-                .collect()
-        };
-        let all = names(inherited_environment(&[]));
-        assert_eq!(all.len(), std::env::vars_os().count());
-        assert!(all.contains(&b"PATH".to_vec()), "the tests run with a PATH");
-        let without_path = names(inherited_environment(&["PATH", "NOT_SET_ANYWHERE"]));
-        assert_eq!(without_path.len(), all.len() - 1);
-        assert!(!without_path.contains(&b"PATH".to_vec()));
-    }
 }
