@@ -21,7 +21,7 @@
 //! with the server that answered last and leaves those that just failed for the end.
 //!
 //! On masters that have replicas (Sentinel and Cluster), connecting also asks `ROLE` for how
-//! many are attached, so that an acquisition can wait for one of them (see `protocol.rs`).
+//! many are attached, so that an acquisition can wait for one of them (see `protocol`).
 
 mod cluster;
 mod sentinel;
