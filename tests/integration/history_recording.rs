@@ -130,7 +130,13 @@ fn runs_record_acquired_then_released_with_their_status() {
     assert_holder(released, &token, "ok", true);
     assert_eq!(acquired.number("fence"), fence);
     assert_eq!(released.number("fence"), fence);
-    assert_eq!(acquired.number("waited_ms"), 0);
+    // Taken at the first try: what it "waited" is only the run's start-up (connecting, the
+    // server's check), a few ms at most on a loaded machine, never 0 for sure.
+    assert!(
+        acquired.number("waited_ms") < 5_000,
+        "{:?}",
+        acquired.fields
+    );
     assert_eq!(released.number("exit_code"), 0);
     assert!(released.ms >= acquired.ms);
     assert_close(released.number("held_ms"), released.ms - acquired.ms);
