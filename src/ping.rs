@@ -11,7 +11,7 @@
 //! The URL is a secret (it holds the check's key): [`PingUrl`] never shows it, not in
 //! `Debug` either, and an HTTP error is reported by its kind only, never by the HTTP
 //! crate's own message (which may quote the URL). This module knows nothing of Redis or
-//! processes: what to send is decided by `run.rs`.
+//! processes: what to send is decided by `run`.
 
 use std::fmt;
 use std::sync::Arc;

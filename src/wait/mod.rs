@@ -30,9 +30,9 @@
 //! It is the run's loop while the lock is busy: on the main thread, it waits on the same
 //! `Events` as the supervisor (signals, and release notices that the subscription's reader
 //! reports), a signal read before a notice that came with it; an attempt in flight when a
-//! signal arrives finishes first, and `run.rs` releases a lock that was taken that way. It
+//! signal arrives finishes first, and `run` releases a lock that was taken that way. It
 //! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
-//! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
+//! Redis is out of reach or refuses the subscription; `run` decides what a result means.
 
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};
