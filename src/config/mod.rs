@@ -14,7 +14,7 @@ use crate::backend::{
     colocates, holds_secret, lock_of_internal_key, shares_keys_with, Deployment, Eviction, Key,
     LockRequest, Once, Password, Recording, Sources, MAX_KEY_LEN, MAX_LABEL_LEN, MAX_LIMIT,
 };
-use crate::cli::{Admin, Cli, Connection, RunArgs};
+use crate::cli::{self, Admin, Cli, Connection, RunArgs};
 use crate::lease::{self, Timing};
 use crate::ping::{PingConfig, PingUrl};
 use crate::report::{self, Verbosity};
@@ -182,30 +182,30 @@ impl Task {
             return Config::from_args(cli.run).map(|config| Task::Run(Box::new(config)));
         };
         let (connection, action) = match admin {
-            Admin::Status {
+            Admin::Status(cli::status::Status {
                 key,
                 json,
                 connection,
-            } => {
+            }) => {
                 let key = full_key(&connection.prefix, &key)?;
                 (connection, AdminAction::Status { key, json })
             }
-            Admin::List { json, connection } => {
+            Admin::List(cli::list::List { json, connection }) => {
                 if connection.prefix.is_empty() {
                     bail!("list needs a --prefix: with '' it would list every key in the database");
                 }
                 (connection, AdminAction::List { json })
             }
-            Admin::Release {
+            Admin::Release(cli::release::Release {
                 key,
                 force,
                 connection,
-            } => {
+            }) => {
                 let key = full_key(&connection.prefix, &key)?;
                 refuse_bookkeeping(&key)?;
                 (connection, AdminAction::Release { key, force })
             }
-            Admin::Metrics { connection } => {
+            Admin::Metrics(cli::metrics::Metrics { connection }) => {
                 if connection.prefix.is_empty() {
                     bail!(
                         "metrics needs a --prefix: with '' it would read every key in the \
@@ -214,7 +214,7 @@ impl Task {
                 }
                 (connection, AdminAction::Metrics)
             }
-            Admin::Check {
+            Admin::Check(cli::check::Check {
                 key,
                 max_held,
                 warn_held,
@@ -223,7 +223,7 @@ impl Task {
                 max_since_success,
                 warn_since_success,
                 connection,
-            } => {
+            }) => {
                 let key = full_key(&connection.prefix, &key)?;
                 let thresholds = Thresholds {
                     held: duration_levels(("--warn-held", &warn_held), ("--max-held", &max_held))?,
@@ -239,13 +239,13 @@ impl Task {
                 };
                 (connection, AdminAction::Check { key, thresholds })
             }
-            Admin::History {
+            Admin::History(cli::history::History {
                 key,
                 lines,
                 json,
                 follow,
                 connection,
-            } => {
+            }) => {
                 let key = full_key(&connection.prefix, &key)?;
                 let lines = history_lines(&lines, follow)?;
                 (
@@ -271,7 +271,7 @@ impl Task {
 
 impl Config {
     pub fn from_args(args: RunArgs) -> Result<Config> {
-        let name = args.key.unwrap_or_default();
+        let name = args.job.key.unwrap_or_default();
         let key = full_key(&args.connection.prefix, &name)?;
         if let Some(other) = shares_keys_with(&key) {
             bail!(
@@ -281,8 +281,8 @@ impl Config {
             );
         }
 
-        let ttl = bounded("--ttl", &args.ttl, lease::MIN_TTL, lease::MAX_TTL)?;
-        let renew_every = match &args.renew_every {
+        let ttl = bounded("--ttl", &args.lease.ttl, lease::MIN_TTL, lease::MAX_TTL)?;
+        let renew_every = match &args.lease.renew_every {
             Some(text) => bounded(
                 "--renew-every",
                 text,
@@ -304,8 +304,8 @@ impl Config {
         }
 
         // --no-wait wins over a REDLOCK_WAIT in the environment; given together on the
-        // command line, the later of --wait and --no-wait wins (see cli.rs).
-        let wait = match (&args.wait, args.no_wait) {
+        // command line, the later of --wait and --no-wait wins (see cli/mod.rs).
+        let wait = match (&args.waiting.wait, args.waiting.no_wait) {
             (_, true) => Wait::For(Duration::ZERO),
             (None, false) => Wait::Forever,
             (Some(text), false) if matches!(text.trim(), "forever" | "inf" | "infinity") => {
@@ -321,7 +321,7 @@ impl Config {
 
         // Superseding is something that happens to a waiter: a run that never waits cannot
         // give way, and asking for both is a mistake worth saying (REDLOCK_WAIT=0 too).
-        if args.supersede && wait == Wait::For(Duration::ZERO) {
+        if args.policies.supersede && wait == Wait::For(Duration::ZERO) {
             bail!(
                 "--supersede cannot be used with --no-wait (or a --wait of 0): only a run that \
                  waits for the lock can be superseded by a newer one"
@@ -330,30 +330,31 @@ impl Config {
 
         let kill_after = bounded(
             "--kill-after",
-            &args.kill_after,
+            &args.lease.kill_after,
             Duration::ZERO,
             lease::MAX_DURATION,
         )?;
-        if args.limit == 0 || args.limit > MAX_LIMIT {
+        if args.waiting.limit == 0 || args.waiting.limit > MAX_LIMIT {
             bail!("invalid --limit: it must be from 1 to {MAX_LIMIT}");
         }
-        let min_hold = optional_positive(&args.min_hold, "--min-hold")?;
-        let max_runtime = optional_positive(&args.max_runtime, "--max-runtime")?;
+        let min_hold = optional_positive(&args.lease.min_hold, "--min-hold")?;
+        let max_runtime = optional_positive(&args.lease.max_runtime, "--max-runtime")?;
         // Zero is allowed: a caller whose grace period is shorter than any command's
         // clean-up may want the group killed at once.
         let stop_timeout = args
+            .lease
             .stop_timeout
             .as_deref()
             .map(|text| bounded("--stop-timeout", text, Duration::ZERO, lease::MAX_DURATION))
             .transpose()?;
         let once = Box::new(once(
-            &args.once,
-            &args.once_per,
-            &args.remember,
-            args.limit,
+            &args.policies.once,
+            &args.policies.once_per,
+            &args.policies.remember,
+            args.waiting.limit,
         )?);
         let (redis, redis_timeout) = check_connection(&args.connection)?;
-        if redis.is_quorum() && args.limit > 1 {
+        if redis.is_quorum() && args.waiting.limit > 1 {
             bail!(
                 "--limit needs a single Redis deployment: over a Redlock quorum, holders that \
                  each hold a majority of the nodes can still be more than the limit"
@@ -369,41 +370,41 @@ impl Config {
         // A replacing run is served next, ahead of every waiter, and has asked the holder to
         // stop: a newer run that dropped it would have ended that command for nothing, and
         // a run that is first in line has nobody to overtake. Either alone is clear.
-        if args.supersede && args.replace {
+        if args.policies.supersede && args.policies.replace {
             bail!(
                 "--supersede cannot be used with --replace: a replacing run is served next and \
                  has already asked the holder to stop, so no newer run may drop it; use \
                  --replace to stop the running command, or --supersede to coalesce waiters"
             );
         }
-        if args.replace && args.limit > 1 {
+        if args.policies.replace && args.waiting.limit > 1 {
             bail!(
                 "--replace needs --limit 1: with several holders there is no one holder to \
                  take over from"
             );
         }
-        if args.replace && wait == Wait::For(Duration::ZERO) {
+        if args.policies.replace && wait == Wait::For(Duration::ZERO) {
             bail!(
                 "--replace needs to wait for the holder to let go: give --wait DUR (or none, to \
                  wait as long as it takes) instead of --no-wait or --wait 0"
             );
         }
-        if redis.is_quorum() && args.fair {
+        if redis.is_quorum() && args.waiting.fair {
             bail!(
                 "--fair needs a single Redis deployment: each Redlock node keeps its own queue, \
                  and waiters at the head of different queues would block each other for ever"
             );
         }
 
-        let command = match args.shell {
+        let command = match args.job.shell {
             Some(script) => vec!["/bin/sh".into(), "-c".into(), script.into()],
-            None if args.command.is_empty() => {
+            None if args.job.command.is_empty() => {
                 bail!("no command given: add `-- COMMAND [ARGS]` or `--shell CMD`")
             }
-            None => args.command,
+            None => args.job.command,
         };
 
-        if let Some(label) = &args.label {
+        if let Some(label) = &args.observability.label {
             if label.len() > MAX_LABEL_LEN {
                 bail!(
                     "invalid --label: it is {} bytes long; the limit is {MAX_LABEL_LEN}",
@@ -412,11 +413,15 @@ impl Config {
             }
         }
 
-        let ping = ping(args.ping.as_deref(), args.max_skips, args.ping_typed)?;
+        let ping = ping(
+            args.observability.ping.as_deref(),
+            args.observability.max_skips,
+            args.observability.ping_typed,
+        )?;
         let outer_token = outer_token(&key);
-        let verbosity = if args.quiet {
+        let verbosity = if args.output.quiet {
             Verbosity::Quiet
-        } else if args.verbose {
+        } else if args.output.verbose {
             Verbosity::Verbose
         } else {
             Verbosity::Normal
@@ -431,27 +436,27 @@ impl Config {
                 kill_after,
             },
             wait,
-            conflict_exit_code: args.conflict_exit_code,
+            conflict_exit_code: args.waiting.conflict_exit_code,
             redis_timeout,
-            limit: args.limit,
-            history: args.history,
-            fair: args.fair,
-            supersede: args.supersede,
-            replace: args.replace,
+            limit: args.waiting.limit,
+            history: args.observability.history,
+            fair: args.waiting.fair,
+            supersede: args.policies.supersede,
+            replace: args.policies.replace,
             min_hold,
             max_runtime,
             stop_timeout,
             once,
             command,
-            label: args.label,
-            eviction: if args.allow_eviction {
+            label: args.observability.label,
+            eviction: if args.lease.allow_eviction {
                 Eviction::Allowed
             } else {
                 Eviction::Refused
             },
             // The ping URL holds the check's key: never the command's, whatever
             // --pass-redis-env says.
-            hidden_env: if args.pass_redis_env {
+            hidden_env: if args.job.pass_redis_env {
                 vec!["REDLOCK_PING"]
             } else {
                 secret_variables()
@@ -459,7 +464,7 @@ impl Config {
             verbosity,
             outer_token,
             ping,
-            dry_run: args.dry_run,
+            dry_run: args.output.dry_run,
         })
     }
 

@@ -5,7 +5,7 @@
 //!
 //! `--help` and `-h` of every form are held byte for byte to tests/integration/golden/help/.
 //!
-//! When `src/cli.rs` changes, these tests fail; rerun them with `UPDATE_COMPLETIONS=1` to
+//! When `src/cli/` changes, these tests fail; rerun them with `UPDATE_COMPLETIONS=1` to
 //! rewrite the files, and commit the result.
 //!
 //! clap_complete's bash and zsh output is mended here where it is wrong for this command
@@ -454,7 +454,7 @@ fn check_at(path: &[&str], generated: &[u8]) {
     };
     if checked_in != generated {
         panic!(
-            "{} is out of date with src/cli.rs.\nRegenerate it with: {UPDATE_HINT}\n\
+            "{} is out of date with src/cli/.\nRegenerate it with: {UPDATE_HINT}\n\
              then review and commit the diff.",
             path.display()
         );
