@@ -1,5 +1,5 @@
 //! `check`'s own arguments: the lock and the plugin's thresholds (each a warning and a
-//! critical level). Checked in `config::policies` as `Levels`.
+//! critical level). Checked in `config::check`.
 
 use clap::Args;
 
