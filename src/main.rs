@@ -54,7 +54,7 @@ fn outcome() -> Outcome {
     };
     report::set_json(cli.log_format == "json");
     // A monitoring plugin: whatever is not a verdict is UNKNOWN, on stdout.
-    let plugin = matches!(cli.admin, Some(cli::Admin::Check { .. }));
+    let plugin = matches!(cli.admin, Some(cli::Admin::Check(_)));
     let failed = |err: anyhow::Error| {
         if plugin {
             check::usage_unknown(&format!("{err:#}"))
