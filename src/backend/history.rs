@@ -185,6 +185,13 @@ impl History {
         Ok(Recent { events, unread })
     }
 
+    /// The last `count` events as [`History::recent`] reads them, those read before
+    /// included: a waiter's estimate reads them again every few seconds.
+    pub fn again(&mut self, count: usize) -> Result<Recent> {
+        self.tally = Tally::new(self.nodes.len());
+        self.recent(count)
+    }
+
     /// From here on, the events recorded after those [`History::recent`] read, as a
     /// majority of the nodes records them: one thread per node that could be read, each
     /// blocking in `XREAD` for a little less than the Redis timeout at a time.
