@@ -257,7 +257,7 @@ impl<'a> Progress<'a> {
     /// Who or what holds the lock, and the place in the fair queue.
     fn state(&self, blocker: Option<&Blocker>) -> String {
         let Some(blocker) = blocker else {
-            return String::from("not reached yet");
+            return String::from("holder not known (Redis not reached yet)");
         };
         let mut state = match &blocker.holder {
             Some(holder) if self.about.limit > 1 => format!(
