@@ -21,7 +21,7 @@ use redis::Value;
 use super::connection::Link;
 use super::error::describe_error;
 use super::inspect::read_peek;
-use super::layout::{record_keys, Key};
+use super::layout::{queue_keys, record_keys, Key};
 use super::quorum::majority;
 use super::scripts::Peek;
 use super::{on_every_node, Deployment};
@@ -190,6 +190,26 @@ impl History {
     pub fn again(&mut self, count: usize) -> Result<Recent> {
         self.tally = Tally::new(self.nodes.len());
         self.recent(count)
+    }
+
+    /// How many runs wait for the lock, the one asking included: its queue's size (on a
+    /// quorum, the most that a majority of the nodes hold). A waiter's line shows it.
+    pub fn waiters(&mut self) -> Result<u64> {
+        let [queue, _] = queue_keys(&self.lock);
+        let mut counts = on_every_node(&mut self.nodes, |node| {
+            let command = redis::cmd("ZCARD").arg(&queue).to_owned();
+            match node
+                .link
+                .call(None, |session| session.query_keyed::<u64>(&queue, &command))?
+            {
+                Ok(count) => Ok(count),
+                Err((err, at)) => Err(describe_error(err, &at)),
+            }
+        })
+        .into_iter()
+        .collect::<Result<Vec<u64>>>()?;
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(counts[self.tally.majority.clamp(1, counts.len()) - 1])
     }
 
     /// From here on, the events recorded after those [`History::recent`] read, as a

@@ -3,14 +3,14 @@
 //! on (`indicatif` draws it, through `report`'s writer, so that it never blocks the wait and
 //! every other line goes above it): the lock, the time waited of `--wait`, the holder and
 //! how long it has held the lock (or the slots held, `--limit`), the place in the `--fair`
-//! queue, and an estimate of the time left. When the wait ends, the line is cleared and
+//! queue or how many other runs wait, and an estimate of the time left. When the wait ends, the line is cleared and
 //! the announcer's one line (`waiting for KEY: held by …`) takes its place. Elsewhere
 //! (a pipe, a CI log, `TERM=dumb`, `--log-format json`) no line is redrawn: a plain
 //! `still waiting for KEY: …` line (a `waiting` event in JSON) every minute after the
 //! first (every 10 s on a dumb terminal). `-q`: nothing.
 //!
-//! Cost: the line shows only what the waiter's own tries found, and the lock's history,
-//! read at most every `READ_EVERY` and only for a line about to be shown. Nothing here
+//! Cost: the line shows only what the waiter's own tries found, and the lock's history and
+//! queue's size, read at most every `READ_EVERY` and only for a line about to be shown. Nothing here
 //! exists before the lock was found busy (the `Waiter` makes it).
 
 use std::io::{IsTerminal, Write};
@@ -154,6 +154,8 @@ impl<'a> Progress<'a> {
                 timeout: redis_timeout.min(READ_TIMEOUT),
                 history: None,
                 median: None,
+                waiters: None,
+                fair: about.fair,
                 next_read: None,
             },
         }
@@ -230,6 +232,10 @@ impl<'a> Progress<'a> {
         if self.about.fair {
             fields.push(("ahead", u64::from(ahead)));
         }
+        let waiters = self.holds.waiters.filter(|_| blocker.is_some());
+        if let Some(waiters) = waiters {
+            fields.push(("waiters", waiters));
+        }
         if let Some(Some(left)) = left {
             fields.push(("left_ms", left.as_millis() as u64));
         }
@@ -247,8 +253,14 @@ impl<'a> Progress<'a> {
             )),
             _ => progress.push_str(", time left: unknown"),
         }
+        let mut state = self.state(blocker);
+        match waiters.map(|waiters| waiters.saturating_sub(1)) {
+            Some(1) => state.push_str(", 1 other run waiting"),
+            Some(others) if others > 1 => state.push_str(&format!(", {others} other runs waiting")),
+            _ => {}
+        }
         Line {
-            state: self.state(blocker),
+            state,
             progress,
             fields,
         }
@@ -361,6 +373,9 @@ struct Holds<'a> {
     timeout: Duration,
     history: Option<History>,
     median: Option<Duration>,
+    /// How many runs wait, this one included; not read with `--fair`, which tells the place.
+    waiters: Option<u64>,
+    fair: bool,
     next_read: Option<Instant>,
 }
 
@@ -392,6 +407,10 @@ impl Holds<'_> {
                 .history
                 .insert(History::open(self.redis, self.timeout, self.key)?),
         };
+        if !self.fair {
+            // A user that may not ZCARD the queue still gets the estimate.
+            self.waiters = history.waiters().ok();
+        }
         Ok(median_hold(&history.again(EVENTS_READ)?.events))
     }
 }

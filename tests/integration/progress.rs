@@ -90,6 +90,23 @@ fn the_plain_line_is_a_json_event_with_log_format_json() {
     let server = RedisServer::start();
     let dir = TempDir::new("jsonwait");
     let holder = hold(server.cmd().args(["-k", "pj"]), &dir, "h");
+    // Another run waiting, queued first: counted in the line.
+    let other = server
+        .cmd()
+        .args(["-k", "pj", "-q", "--wait", "60s", "--", "true"])
+        .spawn();
+    let mut admin = server.connection();
+    wait_until(
+        Duration::from_secs(20),
+        "the other run in the queue",
+        || {
+            redis::cmd("ZCARD")
+                .arg("{redlock:pj}:queue")
+                .query::<u64>(&mut admin)
+                .unwrap()
+                == 1
+        },
+    );
     let waiter = server
         .cmd()
         .env(EVERY, "300")
@@ -97,15 +114,16 @@ fn the_plain_line_is_a_json_event_with_log_format_json() {
         .args(["--", "true"])
         .spawn();
     wait_until(Duration::from_secs(20), "a JSON waiting event", || {
-        waiter.stderr_so_far().contains("still waiting for")
+        waiter.stderr_so_far().contains("\"waiters\":2")
     });
     holder.let_go();
     let out = waiter.wait();
     out.assert_code(0);
+    other.wait().assert_code(0);
     let event: serde_json::Value = out
         .stderr
         .lines()
-        .find(|line| line.contains("still waiting for"))
+        .find(|line| line.contains("\"waiters\":2"))
         .map(|line| serde_json::from_str(line).expect("one JSON object a line"))
         .unwrap();
     assert_eq!(event["event"], "waiting", "{event}");
@@ -114,7 +132,12 @@ fn the_plain_line_is_a_json_event_with_log_format_json() {
     assert_eq!(event["limit_ms"], 60_000, "{event}");
     assert!(event["waited_ms"].as_u64().is_some(), "{event}");
     assert!(event["held_ms"].as_u64().is_some(), "{event}");
+    assert_eq!(event["waiters"], 2, "{event}");
     let message = event["message"].as_str().unwrap();
+    assert!(
+        message.contains(", 1 other run waiting, waited "),
+        "{message}"
+    );
     assert!(
         message.starts_with(&format!(
             "still waiting for redlock:pj: held by {} pid {}",
