@@ -10,7 +10,8 @@
 //! first (every 10 s on a dumb terminal). `-q`: nothing.
 //!
 //! Cost: the line shows only what the waiter's own tries found, and the lock's history and
-//! queue's size, read at most every `READ_EVERY` and only for a line about to be shown. Nothing here
+//! queue's size, read only for a line about to be shown: when it first is, when the holder
+//! changed (at most every `READ_EVERY`), and otherwise every `READ_STILL`. Nothing here
 //! exists before the lock was found busy (the `Waiter` makes it).
 
 use std::io::{IsTerminal, Write};
@@ -32,8 +33,11 @@ const REDRAW: Duration = Duration::from_secs(1);
 const PLAIN_EVERY: Duration = Duration::from_secs(60);
 /// The plain line's period on a terminal that cannot redraw (`TERM=dumb` or unset).
 const DUMB_EVERY: Duration = Duration::from_secs(10);
-/// The lock's history is read at most this often...
+/// The lock's history (and queue) is read at most this often, when the holder changed (a
+/// release: the median may have changed)...
 const READ_EVERY: Duration = Duration::from_secs(5);
+/// ... and otherwise this often (the queue's size changes meanwhile)...
+const READ_STILL: Duration = Duration::from_secs(30);
 /// ... and, after a read that failed (no right to `XREVRANGE`, Redis away), not again
 /// before this.
 const READ_AGAIN_AFTER_FAILURE: Duration = Duration::from_secs(60);
@@ -77,19 +81,20 @@ impl Mode {
             (true, ..) => Mode::Off,
             (false, false, true, false) => Mode::Redrawn,
             (false, false, true, true) => Mode::Plain {
-                every: plain_every(DUMB_EVERY),
+                every: test_or(DUMB_EVERY),
             },
             _ => Mode::Plain {
-                every: plain_every(PLAIN_EVERY),
+                every: test_or(PLAIN_EVERY),
             },
         }
     }
 }
 
-/// `every`, but in debug builds (the test suite's), where `REDLOCK_TEST_PROGRESS_EVERY_MS`
-/// sets it, so that a test sees the plain lines without waiting a minute. Release builds
-/// never read it: no user has this knob (see CONTRIBUTING.md).
-fn plain_every(every: Duration) -> Duration {
+/// `every` (the plain line's period, `READ_STILL`), but in debug builds (the test suite's),
+/// where `REDLOCK_TEST_PROGRESS_EVERY_MS` sets it, so that a test sees the plain lines, or a
+/// history read again, without waiting a minute. Release builds never read it: no user has
+/// this knob (see CONTRIBUTING.md).
+fn test_or(every: Duration) -> Duration {
     #[cfg(debug_assertions)]
     if let Some(ms) = std::env::var("REDLOCK_TEST_PROGRESS_EVERY_MS")
         .ok()
@@ -156,6 +161,7 @@ impl<'a> Progress<'a> {
                 median: None,
                 waiters: None,
                 fair: about.fair,
+                last_read: None,
                 next_read: None,
             },
         }
@@ -214,7 +220,7 @@ impl<'a> Progress<'a> {
         let held = holder.as_ref().and_then(Holder::age).and_then(Result::ok);
         let ahead = blocker.map_or(0, |blocker| blocker.ahead);
         let median = if blocker.is_some() {
-            self.holds.median(now)
+            self.holds.median(now, blocker.map(Blocker::identity))
         } else {
             None
         };
@@ -365,8 +371,8 @@ fn median_hold(events: &[Entry]) -> Option<Duration> {
     Some(Duration::from_millis(ms))
 }
 
-/// The lock's history, read for the median hold: opened on first use, read at most every
-/// `READ_EVERY`.
+/// The lock's history, read for the median hold (and the queue's size): opened on first
+/// use, read again when the holder changed or `READ_STILL` passed.
 struct Holds<'a> {
     redis: &'a Deployment,
     key: &'a Key,
@@ -376,12 +382,26 @@ struct Holds<'a> {
     /// How many runs wait, this one included; not read with `--fair`, which tells the place.
     waiters: Option<u64>,
     fair: bool,
+    /// When the last read was, and the holder then.
+    last_read: Option<(Instant, Option<Identity>)>,
+    /// Not read again before then.
     next_read: Option<Instant>,
 }
 
+/// Who held the lock (see `Blocker::identity`).
+type Identity = (Option<String>, bool);
+
 impl Holds<'_> {
-    fn median(&mut self, now: Instant) -> Option<Duration> {
-        if self.next_read.is_none_or(|at| now >= at) {
+    fn median(&mut self, now: Instant, holder: Option<Identity>) -> Option<Duration> {
+        let due = match (&self.last_read, self.next_read) {
+            (None, _) => true,
+            (_, Some(next)) if now < next => false,
+            (Some((at, read_for)), _) => {
+                *read_for != holder || now.saturating_duration_since(*at) >= test_or(READ_STILL)
+            }
+        };
+        if due {
+            self.last_read = Some((now, holder));
             self.next_read = Some(match self.read() {
                 Ok(median) => {
                     self.median = median;

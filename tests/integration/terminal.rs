@@ -222,7 +222,8 @@ fn a_busy_lock_shows_a_status_line_redrawn_in_place_on_a_terminal() {
     let dir = TempDir::new("ttyprogress");
     let holder = hold(server.cmd().args(["-k", "tp"]), &dir, "h");
     let command = format!(
-        "stty rows 40 cols 250; env TERM=xterm {bin} -r {url} -k tp --wait 10m -- true",
+        "stty rows 40 cols 250; env TERM=xterm REDLOCK_TEST_PROGRESS_EVERY_MS=1000 {bin} -r {url} \
+         -k tp --wait 10m -- true",
         bin = BIN,
         url = server.url(),
     );
@@ -245,7 +246,8 @@ fn a_busy_lock_shows_a_status_line_redrawn_in_place_on_a_terminal() {
     assert!(screen.contains(&holder_shown), "{screen:?}");
     assert!(screen.contains("\x1b["), "not redrawn in place: {screen:?}");
 
-    // Two released runs of an hour: the next read of the history gives an estimate.
+    // Two released runs of an hour: the next read of the history (every second here, with
+    // the holder unchanged; 30 s otherwise) gives an estimate.
     let mut admin = server.connection();
     for _ in 0..2 {
         let _: String = redis::cmd("XADD")
