@@ -209,7 +209,11 @@ impl History {
         .into_iter()
         .collect::<Result<Vec<u64>>>()?;
         counts.sort_unstable_by(|a, b| b.cmp(a));
-        Ok(counts[self.tally.majority.clamp(1, counts.len()) - 1])
+        let rank = self.tally.majority.min(counts.len()).max(1);
+        counts
+            .get(rank - 1)
+            .copied()
+            .ok_or_else(|| anyhow!("no Redis node to read"))
     }
 
     /// From here on, the events recorded after those [`History::recent`] read, as a

@@ -259,7 +259,7 @@ impl<'a> Progress<'a> {
             )),
             _ => progress.push_str(", time left: unknown"),
         }
-        let mut state = self.state(blocker);
+        let mut state = state(blocker, self.about.limit, self.about.fair);
         match waiters.map(|waiters| waiters.saturating_sub(1)) {
             Some(1) => state.push_str(", 1 other run waiting"),
             Some(others) if others > 1 => state.push_str(&format!(", {others} other runs waiting")),
@@ -270,28 +270,6 @@ impl<'a> Progress<'a> {
             progress,
             fields,
         }
-    }
-
-    /// Who or what holds the lock, and the place in the fair queue.
-    fn state(&self, blocker: Option<&Blocker>) -> String {
-        let Some(blocker) = blocker else {
-            return String::from("holder not known (Redis not reached yet)");
-        };
-        let mut state = match &blocker.holder {
-            Some(holder) if self.about.limit > 1 => format!(
-                "all {} slots held, one by {}",
-                self.about.limit,
-                crate::holder::describe(Some(holder))
-            ),
-            _ => blocker.phrase(),
-        };
-        if self.about.fair && blocker.holder.is_some() {
-            match blocker.ahead {
-                0 => state.push_str(", next in the fair queue"),
-                ahead => state.push_str(&format!(", place {} in the fair queue", ahead + 1)),
-            }
-        }
-        state
     }
 
     /// The wait is over: the status line is cleared, and the announcer's line takes its
@@ -316,6 +294,30 @@ impl Drop for Progress<'_> {
     fn drop(&mut self) {
         self.finish();
     }
+}
+
+/// Who or what holds the lock (`limit`: the slots), and the place in the fair queue.
+fn state(blocker: Option<&Blocker>, limit: u32, fair: bool) -> String {
+    let Some(blocker) = blocker else {
+        return String::from("holder not known (Redis not reached yet)");
+    };
+    let mut state = match &blocker.holder {
+        Some(holder) if limit > 1 => format!(
+            "all {limit} slots held, one by {}",
+            crate::holder::describe(Some(holder))
+        ),
+        _ => blocker.phrase(),
+    };
+    if fair && blocker.holder.is_some() {
+        match blocker.ahead {
+            0 => state.push_str(", next in the fair queue"),
+            ahead => state.push_str(&format!(
+                ", place {} in the fair queue",
+                u64::from(ahead) + 1
+            )),
+        }
+    }
+    state
 }
 
 /// One line of progress: who holds the lock, the time waited and left, and the numbers
@@ -524,6 +526,34 @@ mod tests {
         assert_eq!(estimate(min, min, 2, 2), Some(min));
         let huge = Duration::from_millis(u64::MAX);
         assert_eq!(estimate(huge, min, u32::MAX, 0), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn the_holder_the_slots_and_the_queue_are_said() {
+        let value = br#"{"token":"t","host":"web-3","pid":42,"label":"v1"}"#.to_vec();
+        let held = Blocker {
+            holder: Some(value),
+            ahead: 0,
+        };
+        assert_eq!(state(Some(&held), 1, false), "held by web-3 pid 42 (v1)");
+        assert_eq!(
+            state(Some(&held), 3, true),
+            "all 3 slots held, one by web-3 pid 42 (v1), next in the fair queue"
+        );
+        let behind = Blocker {
+            ahead: u32::MAX,
+            ..held
+        };
+        assert!(state(Some(&behind), 1, true).ends_with(", place 4294967296 in the fair queue"));
+        let queued = Blocker {
+            holder: None,
+            ahead: 2,
+        };
+        assert_eq!(
+            state(Some(&queued), 1, true),
+            "free, but 2 waiters are ahead in the fair queue"
+        );
+        assert!(state(None, 1, false).contains("not known"));
     }
 
     #[test]
