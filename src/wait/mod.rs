@@ -31,8 +31,10 @@
 //! `Events` as the supervisor (signals, and release notices that the subscription's reader
 //! reports), a signal read before a notice that came with it; an attempt in flight when a
 //! signal arrives finishes first, and `run.rs` releases a lock that was taken that way. It
-//! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
-//! Redis is out of reach or refuses the subscription; `run.rs` decides what a result means.
+//! prints nothing but `-v` detail, the holder's name (`announce`), its progress (`progress`:
+//! a status line redrawn on a terminal, a plain line now and then elsewhere; a redraw is a
+//! due time of the loop, with no Redis command), and one warning when Redis is out of reach
+//! or refuses the subscription; `run.rs` decides what a result means.
 
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};

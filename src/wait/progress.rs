@@ -100,7 +100,7 @@ fn test_or(every: Duration) -> Duration {
         .ok()
         .and_then(|ms| ms.parse().ok())
     {
-        return Duration::from_millis(ms);
+        return Duration::from_millis(ms).max(Duration::from_millis(1));
     }
     every
 }
