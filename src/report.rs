@@ -190,6 +190,35 @@ pub fn waiting(message: fmt::Arguments<'_>) {
     line(Level::Info, LogEvent::Waiting, &[], message);
 }
 
+/// Whether `--log-format json` was given.
+pub fn is_json() -> bool {
+    JSON.load(Ordering::Relaxed)
+}
+
+/// The status line a wait redraws on a terminal (`wait::progress`), while it is shown:
+/// every line is written above it.
+static STATUS: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// Shows `bar` below the lines from now on (`None`: no more).
+pub fn show_status(bar: Option<indicatif::ProgressBar>) {
+    *STATUS.lock().unwrap_or_else(|p| p.into_inner()) = bar;
+}
+
+/// What the status line writes (its text and the terminal's controls), queued behind the
+/// lines said so far.
+pub fn raw(bytes: Vec<u8>) {
+    stderr_writer().send(bytes);
+}
+
+/// A line for stderr: above the status line, if one is shown.
+fn send(text: Vec<u8>) {
+    let status = STATUS.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    match status {
+        Some(bar) => bar.suspend(|| stderr_writer().send(text)),
+        None => stderr_writer().send(text),
+    }
+}
+
 /// Whether `-q` was given.
 pub fn is_quiet() -> bool {
     !enabled(Verbosity::Normal)
@@ -226,7 +255,7 @@ fn line(level: Level, event: LogEvent, fields: &[(&str, u64)], message: fmt::Arg
     } else {
         format!("redlock-run: {message}\n")
     };
-    stderr_writer().send(text.into_bytes());
+    send(text.into_bytes());
 }
 
 /// `{"time":…,"level":…,"event":…,"key":…,"fence":…,<fields>,"message":…}`, keys in that
@@ -408,13 +437,17 @@ pub fn usage_error(rendered: &str) {
         text.push_str(&escape(rest.trim_end()));
         text.push('\n');
     }
-    stderr_writer().send(text.into_bytes());
+    send(text.into_bytes());
 }
 
 /// Makes a panic message print each secret text as its safe form instead (a Redis URL
 /// without its password), should a bug ever put it there.
 pub fn redact_panics(pairs: Vec<(String, String)>) {
     std::panic::set_hook(Box::new(move |info| {
+        // The panic may have come from drawing the status line, with its lock held.
+        if let Ok(mut status) = STATUS.try_lock() {
+            status.take();
+        }
         let text = pairs
             .iter()
             .fold(info.to_string(), |text, (secret, shown)| {

@@ -68,8 +68,18 @@ pub(super) fn acquire(
                 redis_timeout: config.redis_timeout,
                 takeover: config.replace,
             };
-            let waited = wait::wait_for_lock(&mut *backend, &config.key, plan, blocker, events)
-                .with_context(|| format!("cannot wait for {}", config.key));
+            let about = wait::About {
+                redis: &config.redis,
+                limit: config.limit,
+                fair: config.fair,
+                wait: match config.wait {
+                    Wait::For(limit) => Some(limit),
+                    Wait::Forever => None,
+                },
+            };
+            let waited =
+                wait::wait_for_lock(&mut *backend, &config.key, plan, about, blocker, events)
+                    .with_context(|| format!("cannot wait for {}", config.key));
             Took::Ended(waited)
         }
     };

@@ -31,8 +31,10 @@
 //! `Events` as the supervisor (signals, and release notices that the subscription's reader
 //! reports), a signal read before a notice that came with it; an attempt in flight when a
 //! signal arrives finishes first, and `run` releases a lock that was taken that way. It
-//! prints nothing but `-v` detail, the holder's name on a terminal, and one warning when
-//! Redis is out of reach or refuses the subscription; `run` decides what a result means.
+//! prints nothing but `-v` detail, the holder's name (`announce`), its progress (`progress`:
+//! a status line redrawn on a terminal, a plain line now and then elsewhere; a redraw is a
+//! due time of the loop, with no Redis command), and one warning when Redis is out of reach
+//! or refuses the subscription; `run` decides what a result means.
 
 use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -50,9 +52,12 @@ use crate::report;
 
 mod announce;
 mod pacing;
+mod progress;
 
 use announce::Announcer;
 use pacing::{Busy, Pacing, NO_NOTICES_POLL};
+pub use progress::About;
+use progress::Progress;
 
 /// Subscribing again after the subscription broke: at once the first time, then after a
 /// pause from `RESUBSCRIBE_MIN` doubling up to `RESUBSCRIBE_MAX`, back to at once when the
@@ -112,15 +117,16 @@ enum Listening {
 
 /// Waits until the lock is ours, the plan's deadline passes or a signal arrives on
 /// `events`. The caller has found the lock busy once, because of `blocker`, or (`None`)
-/// could not reach Redis.
+/// could not reach Redis. `about`: what the progress shown meanwhile needs besides.
 pub fn wait_for_lock(
     backend: &mut dyn LockBackend,
     key: &Key,
     plan: WaitPlan,
+    about: About<'_>,
     blocker: Option<Blocker>,
     events: &Events,
 ) -> Result<Waited> {
-    let mut waiter = Waiter::new(backend, key, plan, blocker, events);
+    let mut waiter = Waiter::new(backend, key, plan, about, blocker, events);
     loop {
         if let Some(waited) = waiter.over(Instant::now()) {
             return Ok(waited);
@@ -156,6 +162,7 @@ struct Waiter<'a> {
     key: &'a Key,
     pacing: Pacing,
     announcer: Announcer,
+    progress: Progress<'a>,
     listening: Listening,
     /// Why the last attempt (or subscription) failed, if it did.
     last_failure: Option<anyhow::Error>,
@@ -177,15 +184,20 @@ impl<'a> Waiter<'a> {
         backend: &'a mut dyn LockBackend,
         key: &'a Key,
         plan: WaitPlan,
+        about: About<'a>,
         blocker: Option<Blocker>,
         events: &'a Events,
     ) -> Waiter<'a> {
         let started = Instant::now();
+        let progress = Progress::new(about, key, started, plan.deadline, plan.redis_timeout);
         Waiter {
             backend,
             key,
             pacing: Pacing::new(plan, started),
-            announcer: Announcer::new(plan.announce, started, blocker),
+            // On a terminal that redraws, the status line says it, and this line replaces
+            // it at the end.
+            announcer: Announcer::new(plan.announce && !progress.redraws(), started, blocker),
+            progress,
             listening: Listening::Not,
             last_failure: None,
             pending: Arc::default(),
@@ -373,16 +385,19 @@ impl<'a> Waiter<'a> {
         None
     }
 
-    /// When the loop must wake up next, having named the holder if that is due.
+    /// When the loop must wake up next, having named the holder and shown the progress if
+    /// that is due.
     fn wake_at(&mut self, now: Instant) -> Instant {
         self.announcer.speak_if_due(self.key, now);
+        self.progress.tick(self.announcer.blocker.as_ref(), now);
         let mut wake_at = self.pacing.wake_at();
         if let (Listening::Not, Some(at)) = (&self.listening, self.resubscribe_at) {
             wake_at = wake_at.min(at.max(now));
         }
-        self.announcer
-            .due_at()
-            .map_or(wake_at, |due| wake_at.min(due))
+        [self.announcer.due_at(), self.progress.due_at()]
+            .into_iter()
+            .flatten()
+            .fold(wake_at, Instant::min)
     }
 
     /// A step could not reach Redis: tried again after a backoff.
@@ -396,8 +411,9 @@ impl<'a> Waiter<'a> {
 }
 
 impl Drop for Waiter<'_> {
-    /// The wait is over: a subscription the loop polled ends with it.
+    /// The wait is over: a subscription the loop polled ends with it, and the status line.
     fn drop(&mut self) {
+        self.progress.finish();
         self.events.stop_listening();
     }
 }

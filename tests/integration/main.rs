@@ -22,6 +22,7 @@ mod operators;
 mod pauses;
 mod pid1;
 mod ping;
+mod progress;
 mod redlock;
 mod replace;
 mod secrets;

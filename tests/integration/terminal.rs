@@ -211,3 +211,94 @@ fn a_command_stopped_for_terminal_input_is_reported_and_can_be_interrupted() {
     assert_eq!(server.dbsize(), 0, "the lock was not released");
     drop(dir);
 }
+
+/// A busy lock on a terminal: one status line, redrawn in place every second, names the
+/// lock, the time waited of `--wait`, the holder and an estimate of the time left ("unknown"
+/// without history; from the median hold of the released runs once there is one). When the
+/// lock is taken, the line is cleared and today's one-line message takes its place.
+#[test]
+fn a_busy_lock_shows_a_status_line_redrawn_in_place_on_a_terminal() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("ttyprogress");
+    let holder = hold(server.cmd().args(["-k", "tp"]), &dir, "h");
+    let command = format!(
+        "stty rows 40 cols 250; env TERM=xterm REDLOCK_TEST_PROGRESS_EVERY_MS=1000 {bin} -r {url} \
+         -k tp --wait 10m -- true",
+        bin = BIN,
+        url = server.url(),
+    );
+    let terminal = Terminal::run(&command);
+    let status = format!(
+        "waiting for redlock:tp: held by {} pid {}",
+        crate::progress::hostname(),
+        holder.pid()
+    );
+    terminal.wait_for_text("redlock-run: waiting for redlock:tp: waited ");
+    terminal.wait_for_text(" of 10m, time left: unknown; held by ");
+    terminal.wait_for_text("waited 2s of 10m");
+    terminal.wait_for_text("waited 3s of 10m");
+    let screen = terminal.screen();
+    let holder_shown = format!(
+        "; held by {} pid {}",
+        crate::progress::hostname(),
+        holder.pid()
+    );
+    assert!(screen.contains(&holder_shown), "{screen:?}");
+    assert!(screen.contains("\x1b["), "not redrawn in place: {screen:?}");
+
+    // Two released runs of an hour: the next read of the history (every second here, with
+    // the holder unchanged; 30 s otherwise) gives an estimate.
+    let mut admin = server.connection();
+    for _ in 0..2 {
+        let _: String = redis::cmd("XADD")
+            .arg("{redlock:tp}:history")
+            .arg("*")
+            .arg("event")
+            .arg("released")
+            .arg("held_ms")
+            .arg(3_600_000)
+            .query(&mut admin)
+            .unwrap();
+    }
+    terminal.wait_for_text("time left: about 59m");
+
+    holder.let_go();
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, Some(0), "{screen:?}");
+    // After the last status line: the line cleared, then today's message on a line of its own.
+    let last = screen.rfind("time left").expect("a status line");
+    let after = &screen[last..];
+    let said = after
+        .find(&format!("redlock-run: {status}"))
+        .unwrap_or_else(|| panic!("no message after the last status line: {after:?}"));
+    assert!(
+        after[..said].contains("\x1b["),
+        "the status line was not cleared: {after:?}"
+    );
+    assert!(!after[said..].contains("time left"), "{after:?}");
+}
+
+/// `TERM=dumb` (or no TERM) on a terminal: plain lines now and then instead of redraws,
+/// and no escape sequence at all.
+#[test]
+fn a_dumb_terminal_gets_plain_lines_while_waiting() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("ttydumb");
+    let holder = hold(server.cmd().args(["-k", "td"]), &dir, "h");
+    let command = format!(
+        "env TERM=dumb REDLOCK_TEST_PROGRESS_EVERY_MS=300 {bin} -r {url} -k td --wait 10m -- true",
+        bin = BIN,
+        url = server.url(),
+    );
+    let terminal = Terminal::run(&command);
+    let needle = "still waiting for redlock:td: held by";
+    wait_until(Duration::from_secs(20), "three plain lines", || {
+        terminal.screen().matches(needle).count() >= 3
+    });
+    holder.let_go();
+    let (code, screen) = terminal.finish();
+    assert_eq!(code, Some(0), "{screen:?}");
+    assert!(!screen.contains('\x1b'), "{screen:?}");
+    // The terminal turns each "\n" into "\r\n": no other carriage return.
+    assert!(!screen.replace("\r\n", "\n").contains('\r'), "{screen:?}");
+}

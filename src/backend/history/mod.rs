@@ -24,7 +24,8 @@ mod tally;
 pub use follow::Step;
 
 use super::connection::Link;
-use super::layout::{record_keys, Key};
+use super::error::describe_error;
+use super::layout::{queue_keys, record_keys, Key};
 use super::{on_every_node, Deployment};
 use read::read_last;
 use tally::Tally;
@@ -179,6 +180,37 @@ impl History {
         let skip = events.len().saturating_sub(count);
         events.drain(..skip);
         Ok(Recent { events, unread })
+    }
+
+    /// The last `count` events as [`History::recent`] reads them, those read before
+    /// included: a waiter's estimate reads them again every few seconds.
+    pub fn again(&mut self, count: usize) -> Result<Recent> {
+        self.tally = Tally::new(self.nodes.len());
+        self.recent(count)
+    }
+
+    /// How many runs wait for the lock, the one asking included: its queue's size (on a
+    /// quorum, the most that a majority of the nodes hold). A waiter's line shows it.
+    pub fn waiters(&mut self) -> Result<u64> {
+        let [queue, _] = queue_keys(&self.lock);
+        let mut counts = on_every_node(&mut self.nodes, |node| {
+            let command = redis::cmd("ZCARD").arg(&queue).to_owned();
+            match node
+                .link
+                .call(None, |session| session.query_keyed::<u64>(&queue, &command))?
+            {
+                Ok(count) => Ok(count),
+                Err((err, at)) => Err(describe_error(err, &at)),
+            }
+        })
+        .into_iter()
+        .collect::<Result<Vec<u64>>>()?;
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let rank = self.tally.majority.min(counts.len()).max(1);
+        counts
+            .get(rank - 1)
+            .copied()
+            .ok_or_else(|| anyhow!("no Redis node to read"))
     }
 }
 
