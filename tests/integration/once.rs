@@ -682,9 +682,12 @@ fn a_run_told_to_stop_records_nothing_even_when_it_exits_0() {
     let dir = TempDir::new("once-stopped");
     let log = dir.join("log");
     let pid_file = dir.join("pid");
-    // Exits 0 on SIGTERM, as a trap in a shell script often does.
+    // Exits 0 on SIGTERM, as a trap in a shell script often does. A loop of short sleeps,
+    // not `sleep 30 & wait`: a shell runs a trap between commands, and a SIGTERM that came
+    // just before `wait` began waited with it for the whole sleep (the wrapper then killed
+    // the group at --stop-timeout: 143, seen under load).
     let work = format!(
-        "trap 'exit 0' TERM; echo $$ > '{}'; sleep 30 & wait",
+        "trap 'exit 0' TERM; echo $$ > '{}'; while :; do sleep 0.1; done",
         pid_file.display()
     );
     for (id, extra) in [("v3", None), ("v4", Some("5s"))] {

@@ -1198,8 +1198,19 @@ fn an_absurd_fence_counter_on_one_node_is_not_spread() {
     nodes[0].set(&fence_key("af"), ABSURD);
     nodes[1].set(&fence_key("af"), "1000");
     nodes[2].set(&fence_key("af"), "2000");
+    // The sane nodes answer 100 ms late, so that the absurd node's answer is surely heard:
+    // once two nodes said yes, a third that has not answered gets a straggler's few
+    // milliseconds only, and a loaded machine could make that one look like a straggler.
+    let slow: Vec<FaultProxy> = nodes[1..]
+        .iter()
+        .map(|node| FaultProxy::start(node.port()))
+        .collect();
+    for proxy in &slow {
+        proxy.latency(Duration::ZERO, Duration::from_millis(100));
+    }
+    let through = [nodes[0].url(), slow[0].url(), slow[1].url()];
     let run = || {
-        quorum(&urls(&nodes))
+        quorum(&through)
             .args(["-k", "af", "--", "sh", "-c", "printf %s \"$REDLOCK_FENCE\""])
             .run()
     };
