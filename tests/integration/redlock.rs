@@ -135,7 +135,10 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 
 /// The job runs with `REDLOCK_FENCE` while every node holds the key for its token; after
 /// it, no node has anything left but the fence counter, which each node started from its
-/// clock: the largest is the fence handed out, and a majority has it.
+/// clock: a majority has the fence handed out (the largest heard). A node that answered
+/// after the round was decided (a straggler, on a loaded machine) may have counted past it
+/// from its later clock; the next majority shares a node that has the fence, so fences
+/// still grow.
 #[track_caller]
 fn acquires_on_every_node_and_cleans_up(
     nodes: &[RedisServer],
@@ -156,9 +159,7 @@ fn acquires_on_every_node_and_cleans_up(
         .map(|node| fence_counter(node, "basic"))
         .collect();
     assert!(
-        counters
-            .iter()
-            .all(|&counter| counter > 1 && counter <= fence),
+        counters.iter().all(|&counter| counter > 1),
         "fence {fence}, counters {counters:?}"
     );
     let have_it = counters.iter().filter(|&&counter| counter == fence).count();
