@@ -187,8 +187,21 @@ pub struct RunArgs {
     /// and the same Redis excludes the others. A redlock-run started by the command for the
     /// same key on the same Redis exits 125 at once, naming the outer run, since it would
     /// wait for its own parent for ever.
-    #[arg(short, long, value_name = "KEY", required = true)]
-    pub key: Option<std::ffi::OsString>,
+    ///
+    /// Given several times, the run holds every one of them while its command runs (taken
+    /// in one fixed order, all or none), or with --any the first free one among them. The
+    /// command gets each in REDLOCK_KEYS and REDLOCK_FENCES, one a line (a name with a line
+    /// feed is refused then). See docs/resources.md.
+    #[arg(short, long, value_name = "KEY", required = true, action = clap::ArgAction::Append)]
+    pub key: Vec<std::ffi::OsString>,
+
+    /// With several -k: take the first free lock among them, in the order given (a pool)
+    ///
+    /// The command runs while holding that one; REDLOCK_KEY is its Redis key and
+    /// REDLOCK_NAME its name as given to -k. Waiting, a release of any of them wakes the
+    /// run; with --no-wait and every one busy it exits 75, naming each one's holder.
+    #[arg(long)]
+    pub any: bool,
 
     #[command(flatten)]
     pub connection: Connection,

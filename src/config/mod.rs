@@ -23,6 +23,9 @@ pub(crate) use durations::parse_duration;
 use durations::{bounded, optional_positive};
 
 mod durations;
+mod keys;
+
+pub use keys::Locks;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wait {
@@ -35,8 +38,10 @@ pub enum Wait {
 pub struct Config {
     /// One server (or deployment), or the independent masters of a Redlock quorum.
     pub redis: Deployment,
-    /// The full Redis key: prefix + lock name.
+    /// The full Redis key: prefix + lock name (with several `-k`, the first's).
     pub key: Key,
+    /// Every lock the run names (`-k`), and how several are held.
+    pub locks: Locks,
     /// TTL, renewal period and `--kill-after`.
     pub timing: Timing,
     pub wait: Wait,
@@ -271,15 +276,37 @@ impl Task {
 
 impl Config {
     pub fn from_args(args: RunArgs) -> Result<Config> {
-        let name = args.key.unwrap_or_default();
-        let key = full_key(&args.connection.prefix, &name)?;
-        if let Some(other) = shares_keys_with(&key) {
-            bail!(
-                "invalid --key: {key} would share its keys (lock, fence counter, queue, \
-                 semaphore slots or --once records) with the lock {other}, and the two would \
-                 block each other; choose another name"
-            );
+        let names = if args.key.is_empty() {
+            vec![OsString::new()]
+        } else {
+            args.key.clone()
+        };
+        let mut keys = Vec::with_capacity(names.len());
+        for name in &names {
+            let key = full_key(&args.connection.prefix, name)?;
+            if let Some(other) = shares_keys_with(&key) {
+                bail!(
+                    "invalid --key: {key} would share its keys (lock, fence counter, queue, \
+                     semaphore slots or --once records) with the lock {other}, and the two \
+                     would block each other; choose another name"
+                );
+            }
+            keys.push(key);
         }
+        let locks = keys::locks(
+            names,
+            keys,
+            &keys::Asked {
+                any: args.any,
+                limit: args.limit,
+                replace: args.replace,
+                supersede: args.supersede,
+                fair: args.fair,
+                once: args.once.is_some() || args.once_per.is_some(),
+                dry_run: args.dry_run,
+            },
+        )?;
+        let key = locks.keys[0].clone();
 
         let ttl = bounded("--ttl", &args.ttl, lease::MIN_TTL, lease::MAX_TTL)?;
         let renew_every = match &args.renew_every {
@@ -359,7 +386,11 @@ impl Config {
                  each hold a majority of the nodes can still be more than the limit"
             );
         }
-        if redis.has_cluster() && !colocates(&key) {
+        if let Some(key) = locks
+            .keys
+            .iter()
+            .find(|key| redis.has_cluster() && !colocates(key))
+        {
             bail!(
                 "invalid --key for Redis Cluster: {key} has a '}}' but no hash tag, so its \
                  fence, slots and queue cannot share its hash slot; use a name without braces, \
@@ -424,6 +455,7 @@ impl Config {
 
         Ok(Config {
             key,
+            locks,
             redis,
             timing: Timing {
                 ttl,

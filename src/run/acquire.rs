@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{is_try_later, Attempt, LockBackend};
+use crate::backend::keyset::Mode;
+use crate::backend::{is_try_later, Attempt, LockBackend, MemberState};
 use crate::config::{Config, Wait};
 use crate::event::{Event, Events};
 use crate::exit::{self, Outcome};
@@ -172,11 +173,12 @@ fn settle(
         })),
         Took::Ended(Err(err)) => Err(err),
         Took::Busy { blocker, skips } => {
+            let (what, phrase) = busy_phrase(&*backend, config, &blocker);
             *skip = Some(Skip::new("busy", blocker.phrase(), skips));
             report::info_as(
                 report::LogEvent::Busy,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
-                format_args!("{} is {}; not waiting", config.key, blocker.phrase()),
+                format_args!("{what} is {phrase}; not waiting"),
             );
             Ok(not_acquired(config))
         }
@@ -226,6 +228,30 @@ fn settle(
             ));
             Ok(Acquisition::Ended(Outcome::Interrupted { signal }))
         }
+    }
+}
+
+/// What a busy attempt found, for its message: the lock and its holder, or with several
+/// keys each member found busy and its holder (`s1 held by …; s2 held by …`).
+fn busy_phrase(backend: &dyn LockBackend, config: &Config, blocker: &Blocker) -> (String, String) {
+    let busy: Vec<String> = backend
+        .members()
+        .into_iter()
+        .zip(&config.locks.keys)
+        .filter_map(|(state, key)| match state {
+            MemberState::Busy { holder } => {
+                Some(format!("{key} {}", Blocker { holder, ahead: 0 }.phrase()))
+            }
+            _ => None,
+        })
+        .collect();
+    match (config.locks.mode, busy.is_empty()) {
+        (Some(Mode::Any), false) => (
+            format!("every lock of the pool ({})", busy.len()),
+            format!("busy: {}", busy.join("; ")),
+        ),
+        (Some(Mode::All), false) => (format!("{} of the keys", busy.len()), busy.join("; ")),
+        _ => (config.key.to_string(), blocker.phrase()),
     }
 }
 

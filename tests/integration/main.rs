@@ -24,6 +24,7 @@ mod pid1;
 mod ping;
 mod redlock;
 mod replace;
+mod resources;
 mod secrets;
 mod sentinel;
 mod servers;
