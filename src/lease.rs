@@ -352,7 +352,7 @@ mod model {
         let timing = Timing {
             ttl,
             renew_every: default_renewal_period(ttl),
-            // The default --kill-after (cli.rs): longer than the cap, as with any TTL but a
+            // The default --kill-after (cli/lease.rs): longer than the cap, as with any TTL but a
             // long one.
             kill_after: Duration::from_secs(10),
         };

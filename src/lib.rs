@@ -1,10 +1,11 @@
-//! redlock-run as a library: the binary's `main` only parses, calls [`run::run`] or
-//! [`admin::run`] and ends with the [`exit::Outcome`]; everything else lives here so that
+//! redlock-run as a library: the binary's `main` only parses, calls [`run::run`],
+//! [`dry_run::run`] or [`admin::run`] and ends with the [`exit::Outcome`]; everything else lives here so that
 //! unit tests and the completions test can reach it. Only what the binary and the tests use
 //! is public; see each module's doc for what it owns.
 //!
 //! ```text
 //! cli -> config -> run (wait, renew, supervise) -> exit
+//!               \-> dry_run (--dry-run: what a run would do)
 //!               \-> admin (status, list, release; metrics; check)
 //! admin, dry_run -> describe (a lock's state in words and JSON)
 //! run, wait, renew, supervise -> event <- signals, process
@@ -14,6 +15,7 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod dry_run;
 pub mod exit;
 pub mod report;
 pub mod run;
@@ -24,7 +26,6 @@ pub mod fuzzing;
 
 mod backend;
 mod describe;
-mod dry_run;
 mod event;
 mod holder;
 mod lease;

@@ -9,7 +9,7 @@ use redlock_run::admin::{self, check};
 use redlock_run::cli::{self, Cli};
 use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
-use redlock_run::{report, run};
+use redlock_run::{dry_run, report, run};
 
 /// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
 #[cfg(target_env = "musl")]
@@ -54,7 +54,7 @@ fn outcome() -> Outcome {
     };
     report::set_json(cli.log_format == "json");
     // A monitoring plugin: whatever is not a verdict is UNKNOWN, on stdout.
-    let plugin = matches!(cli.admin, Some(cli::Admin::Check { .. }));
+    let plugin = matches!(cli.admin, Some(cli::Admin::Check(_)));
     let failed = |err: anyhow::Error| {
         if plugin {
             check::usage_unknown(&format!("{err:#}"))
@@ -71,6 +71,8 @@ fn outcome() -> Outcome {
         return failed(err);
     }
     match task {
+        // A dry run is a task of its own (it reads, and takes nothing), not a phase of a run.
+        Task::Run(config) if config.dry_run => dry_run::run(&config),
         Task::Run(config) => run::run(&config),
         Task::Admin(config) => admin::run(&config),
     }

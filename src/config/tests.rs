@@ -2,6 +2,7 @@
 
 use super::durations::parse_duration;
 use super::*;
+use crate::backend::MAX_KEY_LEN;
 use clap::Parser;
 
 fn config(args: &[&str]) -> Result<Config> {

@@ -36,9 +36,6 @@ use start::{cannot_run, command_env, limits, prepare, ready_guardian};
 pub fn run(config: &Config) -> Outcome {
     report::set_verbosity(config.verbosity);
     report::set_key(&config.key);
-    if config.dry_run {
-        return crate::dry_run::run(config);
-    }
     let started = Instant::now();
     let mut record = RunRecord {
         pinger: config

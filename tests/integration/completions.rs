@@ -3,7 +3,9 @@
 //! build script so that installing the tool needs no extra step and so that a change to the
 //! command line shows up in review as a diff of the generated files.
 //!
-//! When `src/cli.rs` changes, these tests fail; rerun them with `UPDATE_COMPLETIONS=1` to
+//! `--help` and `-h` of every form are held byte for byte to tests/integration/golden/help/.
+//!
+//! When `src/cli/` changes, these tests fail; rerun them with `UPDATE_COMPLETIONS=1` to
 //! rewrite the files, and commit the result.
 //!
 //! clap_complete's bash and zsh output is mended here where it is wrong for this command
@@ -428,8 +430,14 @@ fn see_also(page: &mut String) {
 /// `UPDATE_COMPLETIONS` is set (to anything but `0` or empty).
 #[track_caller]
 fn check(file: &str, generated: &[u8]) {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "completions", file]
-        .iter()
+    check_at(&["completions", file], generated);
+}
+
+/// As `check`, for the file at `path` (its parts, under the crate's root).
+#[track_caller]
+fn check_at(path: &[&str], generated: &[u8]) {
+    let path: PathBuf = std::iter::once(env!("CARGO_MANIFEST_DIR"))
+        .chain(path.iter().copied())
         .collect();
     let update = std::env::var_os("UPDATE_COMPLETIONS").is_some_and(|v| !v.is_empty() && v != "0");
     if update {
@@ -446,7 +454,7 @@ fn check(file: &str, generated: &[u8]) {
     };
     if checked_in != generated {
         panic!(
-            "{} is out of date with src/cli.rs.\nRegenerate it with: {UPDATE_HINT}\n\
+            "{} is out of date with src/cli/.\nRegenerate it with: {UPDATE_HINT}\n\
              then review and commit the diff.",
             path.display()
         );
@@ -471,6 +479,48 @@ fn fish() {
 #[test]
 fn man() {
     check("redlock-run.1", &man_page());
+}
+
+/// What the binary prints for `args` (`--help` or `-h`, after a subcommand's name or none),
+/// in an empty environment: an option's `[env: …]` shows the variable's value when it is set.
+fn help_output(args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_redlock-run"))
+        .args(args)
+        .env_clear()
+        .output()
+        .expect("running redlock-run");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "redlock-run {}: {out:?}",
+        args.join(" ")
+    );
+    out.stdout
+}
+
+/// `--help` and `-h` of the main form and of every subcommand are held byte for byte to
+/// the files in tests/integration/golden/help/ (the man page is held by `man`): a change of
+/// the command line's structure that should change no text (a split of `src/cli/`, options
+/// grouped into flattened structs) shows up here, by the form whose help moved.
+#[test]
+fn help_is_pinned_byte_for_byte() {
+    let mut forms = vec![None];
+    forms.extend(
+        Cli::command()
+            .get_subcommands()
+            .map(|sub| Some(sub.get_name().to_string())),
+    );
+    assert!(forms.len() >= 7, "{forms:?}");
+    for form in &forms {
+        for (flag, suffix) in [("--help", "help"), ("-h", "h")] {
+            let mut args: Vec<&str> = form.iter().map(String::as_str).collect();
+            args.push(flag);
+            let file = format!("{}.{suffix}.txt", form.as_deref().unwrap_or(BIN_NAME));
+            check_at(
+                &["tests", "integration", "golden", "help", &file],
+                &help_output(&args),
+            );
+        }
+    }
 }
 
 /// The man page names every variable redlock-run reads or sets (each `REDLOCK_*` the

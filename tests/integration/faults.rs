@@ -238,7 +238,7 @@ fn redis_restarted_empty_overlaps_by_at_most_one_renewal_period() {
         })
         .collect();
     wait_until(Duration::from_secs(15), "3 contenders to subscribe", || {
-        server.subscribed_clients() == 3
+        server.waiters_of("rs") == 3
     });
 
     server.stop();
@@ -323,7 +323,7 @@ fn frozen_redis_the_holder_dies_before_its_lease_can_expire() {
     wait_until(
         Duration::from_secs(15),
         "the contender to subscribe",
-        || server.subscribed_clients() == 1,
+        || server.waiters_of("fz") == 1,
     );
 
     let lease_end = lease_end_after_fresh_renewal(&server, "redlock:fz", ttl);
@@ -419,7 +419,7 @@ fn blackholed_redis_the_holder_is_killed_before_its_lease_can_expire() {
     wait_until(
         Duration::from_secs(15),
         "the contender to subscribe",
-        || server.subscribed_clients() == 1,
+        || server.waiters_of("bh") == 1,
     );
 
     let lease_end = lease_end_after_fresh_renewal(&server, "redlock:bh", ttl);
@@ -870,7 +870,7 @@ fn release_while_redis_is_unreachable_keeps_the_status_and_the_key_expires() {
         .arg(waiter_script)
         .spawn();
     wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
-        server.subscribed_clients() == 1
+        server.waiters_of("ru") == 1
     });
 
     let lease_end = lease_end_after_fresh_renewal(&server, "redlock:ru", ttl);
@@ -997,7 +997,7 @@ fn sigkill_holder_under_load(
         })
         .collect();
     wait_until(Duration::from_secs(15), "5 waiters to subscribe", || {
-        server.subscribed_clients() == 5
+        server.waiters_of(key) == 5
     });
     let pid = history
         .check()
@@ -1113,7 +1113,7 @@ fn sigkilled_wrapper_that_waited_leaves_nothing_of_its_command_running() {
         .arg(waiter_script)
         .spawn();
     wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
-        server.subscribed_clients() == 1
+        server.waiters_of("kw") == 1
     });
     first.let_go();
     first.wait_within(Duration::from_secs(15)).assert_code(0);

@@ -154,7 +154,9 @@ fn crossing_multi_key_runs_never_deadlock_and_never_overlap() {
     let url = server.url();
     let turn = std::sync::atomic::AtomicUsize::new(0);
     run_in_parallel(WRAPPERS, ROUNDS, move || {
-        let crossed = turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed).is_multiple_of(2);
+        let crossed = turn
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(2);
         let keys = if crossed {
             ["-k", "a", "-k", "b"]
         } else {

@@ -255,7 +255,7 @@ fn a_burst_of_release_notices_is_coalesced() {
         .arg(format!("touch '{}'", ran.display()))
         .spawn();
     wait_until(Duration::from_secs(15), "the waiter to subscribe", || {
-        server.subscribed_clients() == 1
+        server.waiters_of("burst") == 1
     });
     let _: () = redis::cmd("CONFIG")
         .arg("RESETSTAT")

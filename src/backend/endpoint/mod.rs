@@ -149,31 +149,6 @@ pub fn tune(info: ConnectionInfo) -> ConnectionInfo {
     info.set_tcp_settings(nodelay).set_redis_settings(settings)
 }
 
-/// A query parameter that the URL's scheme does not take (`?foo=bar`, a misspelt `protocol`)
-/// is an error, not ignored as the redis crate would. The name is not repeated: text from
-/// the URL may hold a secret.
-fn known_parameters_only(scheme: &str, rest: &str) -> Result<(), String> {
-    let known: &[&str] = match scheme {
-        "unix" | "redis+unix" | "valkey+unix" => &["protocol", "db", "user", "pass"],
-        _ => &["protocol"],
-    };
-    let query = rest.split('#').next().unwrap_or("");
-    let Some((_, query)) = query.split_once('?') else {
-        return Ok(());
-    };
-    let unknown = query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .any(|pair| !known.contains(&pair.split('=').next().unwrap_or(pair)));
-    if unknown {
-        return Err(format!(
-            "unknown parameter: the only ones a {scheme}:// URL takes are {}",
-            known.join(", ")
-        ));
-    }
-    Ok(())
-}
-
 impl Endpoint {
     /// Takes the URL apart; connects on first use. The error says what is wrong with the
     /// URL, never the URL itself (it may hold a password).
@@ -185,7 +160,7 @@ impl Endpoint {
             "redis+cluster" => Kind::Cluster(Cluster::parse(rest, false)?),
             "rediss+cluster" => Kind::Cluster(Cluster::parse(rest, true)?),
             _ => {
-                known_parameters_only(scheme, rest)?;
+                url::known_parameters_only(scheme, rest)?;
                 let info = url.into_connection_info().map_err(|err| err.to_string())?;
                 // Each connection's protocol is redlock-run's to choose: the commands' and the
                 // holders' notices are read as RESP2 replies (on RESP3 a notice is a push that

@@ -151,6 +151,31 @@ pub(super) fn address(host: &str, port: u16) -> String {
     }
 }
 
+/// A query parameter that the URL's scheme does not take (`?foo=bar`, a misspelt `protocol`)
+/// is an error, not ignored as the redis crate would. The name is not repeated: text from
+/// the URL may hold a secret.
+pub(super) fn known_parameters_only(scheme: &str, rest: &str) -> Result<(), String> {
+    let known: &[&str] = match scheme {
+        "unix" | "redis+unix" | "valkey+unix" => &["protocol", "db", "user", "pass"],
+        _ => &["protocol"],
+    };
+    let query = rest.split('#').next().unwrap_or("");
+    let Some((_, query)) = query.split_once('?') else {
+        return Ok(());
+    };
+    let unknown = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .any(|pair| !known.contains(&pair.split('=').next().unwrap_or(pair)));
+    if unknown {
+        return Err(format!(
+            "unknown parameter: the only ones a {scheme}:// URL takes are {}",
+            known.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;

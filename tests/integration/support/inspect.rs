@@ -144,6 +144,17 @@ impl RedisServer {
             .collect()
     }
 
+    /// How many runs wait for `key` (a name under `PREFIX`): the subscribers of its release
+    /// channel, which every waiter listens on and a holder's takeover listener does not.
+    /// Not `subscribed_clients`, which counts that listener too (a holder listens 200 ms
+    /// after its command starts): with five waiters the count passes 5 on its way to 6,
+    /// and a poll on a loaded machine could step over it.
+    pub fn waiters_of(&self, key: &str) -> usize {
+        let channel = format!("redlock-run:released:{PREFIX}{key}");
+        let (_, subscribers): (String, usize) = self.query(&["PUBSUB", "NUMSUB", &channel]);
+        subscribers
+    }
+
     /// Number of clients currently subscribed to a channel or pattern (pub/sub waiters).
     pub fn subscribed_clients(&self) -> usize {
         self.clients()
