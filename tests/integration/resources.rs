@@ -404,3 +404,52 @@ fn a_run_started_while_members_free_up_fills_the_pool() {
         holder.wait().assert_code(0);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Faults
+
+#[test]
+fn a_multi_key_holder_killed_with_sigkill_leaves_both_keys_to_their_ttl_and_no_overlap() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("multi-kill");
+    let history = History::new(&dir);
+    let section = history.section(&dir, "both", "sleep 600");
+    let ready = dir.join("killed.ready");
+    let script = dir.script(
+        "killed",
+        &format!("touch '{}'\nexec '{}'", ready.display(), section.display()),
+    );
+    let killed = start_holding(
+        server.cmd().args(["-k", "a", "-k", "b", "--ttl", "2s"]),
+        &script,
+        &ready,
+    );
+    signal(killed.pid(), libc::SIGKILL);
+    // A crossing run gets in once both keys expired, never while the killed one's command
+    // (ended by its guardian) could still run.
+    let next = history.section(&dir, "next", "true");
+    server
+        .cmd()
+        .args(["-k", "b", "-k", "a", "--wait", "30s", "--"])
+        .arg(&next)
+        .run()
+        .assert_code(0);
+    history.check().assert_no_overlap();
+    drop(killed);
+}
+
+#[test]
+fn redis_restarted_empty_under_a_multi_key_run_is_a_lost_lock_and_nothing_is_left_held() {
+    let mut server = RedisServer::start();
+    let dir = TempDir::new("multi-restart");
+    let holder =
+        Job::new(&dir, "both").start(server.cmd().args(["-k", "a", "-k", "b", "--ttl", "2s"]));
+    server.restart();
+    let out = holder.wait_within(Duration::from_secs(30));
+    out.assert_code(76);
+    assert!(
+        !server.exists("redlock:a") && !server.exists("redlock:b"),
+        "{:?}",
+        server.keys()
+    );
+}
