@@ -453,3 +453,85 @@ fn redis_restarted_empty_under_a_multi_key_run_is_a_lost_lock_and_nothing_is_lef
         server.keys()
     );
 }
+
+/// A reply cut at each point of a multi-key run and of a pool run in turn (from the n-th
+/// request on, one or two replies lost, then traffic passes again), with `b` free or held
+/// by another run: the command runs only with every key it was given held under its token,
+/// and whatever the run's outcome, it leaves no key of its own held behind it. Two losses
+/// make the retry of an acquisition fail too: the key it may have taken is let go.
+#[test]
+fn a_reply_cut_anywhere_in_an_acquisition_leaves_no_partial_hold() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("multi-cut");
+    let seen = dir.join("seen");
+    let look = format!(
+        "n=0; for k in $REDLOCK_KEYS; do \
+           redis-cli -p {port} --raw get \"$k\" | grep -qF \"$REDLOCK_TOKEN\" || exit 9; \
+           n=$((n + 1)); done; echo $n > '{seen}'",
+        port = server.port(),
+        seen = seen.display()
+    );
+    let mut cut = 0;
+    for busy in [false, true] {
+        let other = busy.then(|| hold(server.cmd().args(["-k", "b"]), &dir, "other"));
+        for pool in [false, true] {
+            for losses in [1, 2] {
+                for n in 0..4 {
+                    let _ = fs::remove_file(&seen);
+                    let proxy = proxy::FaultProxy::start(server.port());
+                    proxy.set_after(n, proxy::Fault::DropReplies);
+                    let mut args = vec!["-v", "-k", "a", "-k", "b", "--no-wait", "--ttl", "30s"];
+                    args.extend(["--redis-timeout", "400ms"]);
+                    if pool {
+                        args.push("--any");
+                    }
+                    let mut run = Wrapper::new(&proxy.url())
+                        .args(&args)
+                        .args(["--", "sh", "-c", &look])
+                        .spawn();
+                    while !run.has_exited() {
+                        if proxy.discarded().1 >= losses {
+                            proxy.pass();
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    let out = run.wait();
+                    let case = format!(
+                        "busy={busy} pool={pool} losses={losses} n={n}: exit {:?}, {}",
+                        out.status.code(),
+                        proxy.summary()
+                    );
+                    eprintln!("{case}");
+                    cut += usize::from(proxy.discarded().1 > 0);
+                    if out.status.code() == Some(9) {
+                        panic!("the command ran without a key it was given: {case}");
+                    }
+                    if seen.exists() {
+                        let wanted = if pool { "1" } else { "2" };
+                        assert_eq!(dir.read("seen").trim(), wanted, "{case}");
+                    }
+                    // `a` is only ever this run's; `b` the other holder's, if any.
+                    let clean =
+                        || !server.exists("redlock:a") && server.exists("redlock:b") == busy;
+                    let until = Instant::now() + Duration::from_secs(10);
+                    while !clean() && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    assert!(
+                        clean(),
+                        "left held: a={:?} b={:?} ({case})\n{}",
+                        server.lock_value("a"),
+                        server.lock_value("b"),
+                        out.stderr
+                    );
+                }
+            }
+        }
+        if let Some(other) = other {
+            other.let_go();
+            other.wait().assert_code(0);
+        }
+    }
+    // A run sends a few requests (the handshake, an acquire per key, the releases).
+    assert!(cut >= 16, "few runs had a reply cut: {cut}");
+}

@@ -9,7 +9,9 @@
 //!   the run named them in, so that two runs never wait on each other in a cycle; on the
 //!   first busy member, the members already taken are let go before the attempt returns
 //!   Busy. No script spans the members: in a cluster they may live in different slots,
-//!   and over Redlock on different majorities. Renewed and released together; losing any
+//!   and over Redlock on different majorities. Renewed and released together, all at once
+//!   (a thread each, within the same deadline: a slow member never eats another's time);
+//!   losing any
 //!   member is losing the lock.
 //! - **Any** (`-k s1 -k s2 --any`): a pool. Members are tried in the order given; the
 //!   first taken is the one held, and the queues of the busy ones before it are left (a
@@ -26,8 +28,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 
 use super::{
-    Attempt, HoldEnd, LockBackend, MemberState, Notice, NoticeSink, Released, Renewal,
-    Subscription, SubscriptionParts, TakeoverListener,
+    on_every_node, Attempt, HoldEnd, LockBackend, MemberState, Notice, NoticeSink, Released,
+    Renewal, Subscription, SubscriptionParts, TakeoverListener,
 };
 
 /// How the members of a key set are held.
@@ -85,6 +87,23 @@ impl KeySet {
         }
     }
 
+    /// Runs `call` on the members at `indices` at once, each within the same deadline: one
+    /// member's slow answer never eats another's time. Results in the order of `indices`.
+    fn on_members<T: Send>(
+        &mut self,
+        indices: &[usize],
+        call: impl Fn(&mut Box<dyn LockBackend>) -> T + Sync,
+    ) -> Vec<T> {
+        let mut members: Vec<&mut Box<dyn LockBackend>> = self
+            .members
+            .iter_mut()
+            .enumerate()
+            .filter(|(index, _)| indices.contains(index))
+            .map(|(_, member)| member)
+            .collect();
+        on_every_node(&mut members, |member| call(member))
+    }
+
     /// The members held, by index.
     fn held(&self) -> Vec<usize> {
         (0..self.states.len())
@@ -99,10 +118,12 @@ impl KeySet {
         let deadline = Instant::now() + self.timeout;
         let mut members = self.held();
         members.extend_from_slice(unsure);
+        // Best effort: a member whose release fails expires by its TTL, and the attempt
+        // reports Busy (or its error) all the same.
+        self.on_members(&members, |member| {
+            let _ = member.let_go(deadline);
+        });
         for index in members {
-            // Best effort: a member whose release fails expires by its TTL, and the
-            // attempt reports Busy (or its error) all the same.
-            let _ = self.members[index].let_go(deadline);
             self.states[index] = MemberState::Untried;
         }
     }
@@ -293,8 +314,9 @@ impl LockBackend for KeySet {
     fn renew(&mut self, deadline: Instant, takeover_heard: bool) -> Result<Renewal> {
         let mut renewals = Vec::new();
         let mut failure = None;
-        for index in self.held() {
-            match self.members[index].renew(deadline, takeover_heard) {
+        let held = self.held();
+        for renewal in self.on_members(&held, |member| member.renew(deadline, takeover_heard)) {
+            match renewal {
                 Ok(Renewal::NotOurs) => return Ok(Renewal::NotOurs),
                 Ok(renewal) => renewals.push(renewal),
                 Err(err) => {
@@ -312,14 +334,18 @@ impl LockBackend for KeySet {
     fn release(&mut self, keep_for: Option<Duration>, deadline: Instant) -> Result<Released> {
         let mut releases = Vec::new();
         let mut failure = None;
-        // Every member is released, whatever became of the others.
-        for index in self.held() {
-            match self.members[index].release(keep_for, deadline) {
+        // Every member is released, whatever became of the others, each with the whole
+        // time the release may take.
+        let held = self.held();
+        for released in self.on_members(&held, |member| member.release(keep_for, deadline)) {
+            match released {
                 Ok(released) => releases.push(released),
                 Err(err) => {
                     failure.get_or_insert(err);
                 }
             }
+        }
+        for index in held {
             self.states[index] = MemberState::Untried;
         }
         match failure {
