@@ -420,11 +420,19 @@ fn a_multi_key_holder_killed_with_sigkill_leaves_both_keys_to_their_ttl_and_no_o
         &format!("touch '{}'\nexec '{}'", ready.display(), section.display()),
     );
     let killed = start_holding(
-        server.cmd().args(["-k", "a", "-k", "b", "--ttl", "2s"]),
+        server.cmd().args(["-k", "a", "-k", "b", "--ttl", "10s"]),
         &script,
         &ready,
     );
     signal(killed.pid(), libc::SIGKILL);
+    // Each key stays held, to its TTL: a plain run of either is turned away meanwhile.
+    for name in ["a", "b"] {
+        server
+            .cmd()
+            .args(["-k", name, "--no-wait", "--", "true"])
+            .run()
+            .assert_code(75);
+    }
     // A crossing run gets in once both keys expired, never while the killed one's command
     // (ended by its guardian) could still run.
     let next = history.section(&dir, "next", "true");
@@ -444,9 +452,29 @@ fn redis_restarted_empty_under_a_multi_key_run_is_a_lost_lock_and_nothing_is_lef
     let dir = TempDir::new("multi-restart");
     let holder =
         Job::new(&dir, "both").start(server.cmd().args(["-k", "a", "-k", "b", "--ttl", "2s"]));
+    let token = dir.read("both.token");
+    for name in ["a", "b"] {
+        let value = server
+            .lock_value(name)
+            .unwrap_or_else(|| panic!("{name} not held"));
+        assert_eq!(token_of(&value), token.trim());
+    }
     server.restart();
+    // A run that takes the fresh, empty server meanwhile holds both keys; the holder that
+    // lost them stops its command.
+    let other = Job::new(&dir, "other").start(server.cmd().args(["-k", "b", "-k", "a"]));
     let out = holder.wait_within(Duration::from_secs(30));
     out.assert_code(76);
+    // The lost holder's release touched neither key of the new holder.
+    let other_token = dir.read("other.token");
+    for name in ["a", "b"] {
+        let value = server
+            .lock_value(name)
+            .unwrap_or_else(|| panic!("{name} not held"));
+        assert_eq!(token_of(&value), other_token.trim());
+    }
+    other.let_go();
+    other.wait().assert_code(0);
     assert!(
         !server.exists("redlock:a") && !server.exists("redlock:b"),
         "{:?}",
