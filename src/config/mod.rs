@@ -203,7 +203,7 @@ impl Config {
             args.observability.max_skips,
             args.observability.ping_typed,
         )?;
-        let outer_token = key::outer_token(&key);
+        let outer_token = locks.keys.iter().find_map(key::outer_token);
         let verbosity = if args.output.quiet {
             Verbosity::Quiet
         } else if args.output.verbose {

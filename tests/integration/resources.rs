@@ -563,3 +563,28 @@ fn a_reply_cut_anywhere_in_an_acquisition_leaves_no_partial_hold() {
     // A run sends a few requests (the handshake, an acquire per key, the releases).
     assert!(cut >= 16, "few runs had a reply cut: {cut}");
 }
+
+/// A run started by the command of a multi-key run, for any of its keys, would wait for its
+/// own parent for ever: refused at once (125), naming the outer run, as for one key.
+#[test]
+fn a_nested_run_of_any_key_its_parent_holds_is_refused() {
+    let server = RedisServer::start();
+    for (outer, inner) in [("a", "b"), ("b", "b"), ("c", "a")] {
+        let nested = format!("{} -k {inner} --wait 20s -- true", BIN);
+        let mut args = vec!["-k", "a", "-k", "b"];
+        if outer == "c" {
+            args = vec!["-k", "c", "-k", "a", "--any"];
+        }
+        let out = server
+            .cmd()
+            .args(&args)
+            .args(["--", "sh", "-c", &nested])
+            .run();
+        let expected = if outer == "c" { 0 } else { 125 };
+        // With the pool, `c` was free and held: `a` is not the parent's, and runs.
+        out.assert_code(expected);
+        if expected == 125 {
+            out.assert_stderr_contains("whose command started this one");
+        }
+    }
+}
