@@ -193,16 +193,18 @@ fn settle(
                 .unwrap_or_else(|| String::from("held by an unknown holder"));
             *skip = Some(Skip::new("--wait ran out", holder, count));
             // Named as the --no-wait message names it: who held it at the last look.
-            let still = blocker.map_or_else(
-                || String::from("held by another process"),
-                |blocker| blocker.phrase(),
-            );
+            let (what, still) = match blocker {
+                Some(blocker) => busy_phrase(&*backend, config, &blocker),
+                None => (
+                    config.key.to_string(),
+                    String::from("held by another process"),
+                ),
+            };
             report::info_as(
                 report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
                 format_args!(
-                    "{} is still {still} after {}; giving up",
-                    config.key,
+                    "{what} is still {still} after {}; giving up",
                     report::duration(started.elapsed())
                 ),
             );
@@ -231,11 +233,16 @@ fn settle(
     }
 }
 
-/// What a busy attempt found, for its message: the lock and its holder, or with several
-/// keys each member found busy and its holder (`s1 held by …; s2 held by …`).
+/// What a busy attempt found, for its message: the lock and its holder; with several keys
+/// the one found busy; with a pool each member and its holder (`s1 held by …; s2 held by …`).
 fn busy_phrase(backend: &dyn LockBackend, config: &Config, blocker: &Blocker) -> (String, String) {
-    let busy: Vec<String> = backend
-        .members()
+    let members = backend.members();
+    let busy_key = members
+        .iter()
+        .zip(&config.locks.keys)
+        .find(|(state, _)| matches!(state, MemberState::Busy { .. }))
+        .map(|(_, key)| key.clone());
+    let busy: Vec<String> = members
         .into_iter()
         .zip(&config.locks.keys)
         .filter_map(|(state, key)| match state {
@@ -250,7 +257,11 @@ fn busy_phrase(backend: &dyn LockBackend, config: &Config, blocker: &Blocker) ->
             format!("every lock of the pool ({})", busy.len()),
             format!("busy: {}", busy.join("; ")),
         ),
-        (Some(Mode::All), false) => (format!("{} of the keys", busy.len()), busy.join("; ")),
+        // Taken in order, up to the first busy key: that one is named, with its holder.
+        (Some(Mode::All), false) => {
+            let key = busy_key.unwrap_or_else(|| config.key.clone());
+            (key.to_string(), blocker.phrase())
+        }
         _ => (config.key.to_string(), blocker.phrase()),
     }
 }

@@ -233,6 +233,16 @@ fn a_busy_pool_with_no_wait_exits_75_naming_each_members_holder() {
     out.assert_code(75)
         .assert_stderr_contains("first-holder")
         .assert_stderr_contains("second-holder");
+    // And when a wait runs out.
+    let out = server
+        .cmd()
+        .args([
+            "-k", "s1", "-k", "s2", "--any", "--wait", "1s", "--", "true",
+        ])
+        .run();
+    out.assert_code(75)
+        .assert_stderr_contains("first-holder")
+        .assert_stderr_contains("second-holder");
     for holder in [one, two] {
         holder.let_go();
         holder.wait().assert_code(0);
