@@ -206,6 +206,14 @@ fn a_pool_run_takes_the_first_free_member_in_the_order_given_and_is_told_which()
         .assert_code(75);
     // And nothing of the pool run stays queued behind s1.
     assert_eq!(server.zcard("{redlock:s1}:queue"), 0);
+    // `status` of the member names the pool run, as for any lock.
+    let token = dir.read("pool.token");
+    server
+        .cmd()
+        .args(["status", "-k", "s2", "--json"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains(token.trim());
     pool.let_go();
     pool.wait().assert_code(0);
     first.let_go();
