@@ -11,8 +11,8 @@
 //!   Busy. No script spans the members: in a cluster they may live in different slots,
 //!   and over Redlock on different majorities. Renewed and released together, all at once
 //!   (a thread each, within the same deadline: a slow member never eats another's time);
-//!   losing any
-//!   member is losing the lock.
+//!   losing any member is losing the lock. A member whose try failed is let go as well:
+//!   its reply may have been lost after it took the key.
 //! - **Any** (`-k s1 -k s2 --any`): a pool. Members are tried in the order given; the
 //!   first taken is the one held, and the queues of the busy ones before it are left (a
 //!   release there would otherwise wake a waiter that no longer waits). Busy when all are,
