@@ -19,6 +19,18 @@ pub struct Locks {
     pub mode: Option<Mode>,
 }
 
+/// The keys, for messages: `redlock:db`, `redlock:db and redlock:cache`, `one of
+/// redlock:s1, redlock:s2`.
+impl std::fmt::Display for Locks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let keys: Vec<String> = self.keys.iter().map(ToString::to_string).collect();
+        match self.mode {
+            None | Some(Mode::All) => f.write_str(&keys.join(" and ")),
+            Some(Mode::Any) => write!(f, "one of {}", keys.join(", ")),
+        }
+    }
+}
+
 /// What a run asks for beside its keys that several keys may refuse.
 #[derive(Debug, Default)]
 pub struct Asked {

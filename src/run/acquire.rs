@@ -50,7 +50,7 @@ pub(super) fn acquire(
             skips,
         } if config.wait == Wait::For(Duration::ZERO) => Took::Busy { blocker, skips },
         FirstTry::Busy { blocker, .. } => {
-            report::verbose(format_args!("{} is busy; waiting", config.key));
+            report::verbose(format_args!("{} is busy; waiting", config.locks));
             waiting = Waiting {
                 // Forked now, so that the fork is off the path from the holder's release to
                 // our command's start. If it fails, it is tried again before the command

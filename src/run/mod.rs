@@ -81,7 +81,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     };
     report::verbose(format_args!(
         "taking {} at {}",
-        config.key,
+        config.locks,
         backend.describe()
     ));
     let held = match acquire(backend, config, &prepared.events, &mut record.skip)? {

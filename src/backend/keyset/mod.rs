@@ -67,15 +67,10 @@ impl KeySet {
         identity: &str,
         timeout: Duration,
     ) -> KeySet {
-        let display = format!(
-            "{} locks ({}) at {}",
-            members.len(),
-            match mode {
-                Mode::All => "all",
-                Mode::Any => "any one",
-            },
-            members.first().map_or("", |member| member.describe())
-        );
+        // Where the keys live: the members share one deployment.
+        let display = members
+            .first()
+            .map_or_else(String::new, |member| member.describe().to_string());
         KeySet {
             order: taking_order(mode, keys),
             states: vec![MemberState::Untried; members.len()],
