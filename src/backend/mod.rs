@@ -9,7 +9,7 @@
 //! - `layout` and `scripts`: key names, the value format, limits; the Lua scripts;
 //! - `protocol`: the lock on one deployment, `notices` its subscription to release
 //!   notices (`polled` where the run's loop reads it itself); `quorum`: Redlock over
-//!   several;
+//!   several; `keyset`: several locks as one (several `-k`: all of them, or a pool);
 //! - `vetting`: whether a server can keep a lock at all (eviction, a cluster node behind a
 //!   plain URL), asked along with the first acquisition on each connection;
 //! - `inspect`: reading and clearing locks for `status`, `list` and `release`, and
@@ -26,6 +26,7 @@ mod error;
 pub mod history;
 pub mod inspect;
 mod key;
+pub mod keyset;
 mod layout;
 mod notices;
 mod polled;
@@ -73,6 +74,44 @@ pub fn open(
         [single] => Box::new(protocol::SingleRedis::new(single, timeout, lock, eviction)?),
         nodes => Box::new(quorum::Quorum::new(nodes, timeout, lock, eviction)?),
     })
+}
+
+/// Opens a key set (several `-k`): one backend per key of `keys`, in the order given, each
+/// an ordinary lock of `lock`'s kind on `deployment` under the same token (see `keyset`).
+pub fn open_set(
+    deployment: &Deployment,
+    timeout: Duration,
+    lock: LockRequest,
+    keys: &[Key],
+    mode: keyset::Mode,
+    eviction: Eviction,
+) -> Result<Box<dyn LockBackend>> {
+    let identity = lock.identity();
+    let members = keys
+        .iter()
+        .map(|key| {
+            let member = LockRequest {
+                key: key.clone(),
+                ..lock.clone()
+            };
+            open(deployment, timeout, member, eviction)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let bytes: Vec<&[u8]> = keys.iter().map(Key::as_bytes).collect();
+    Ok(Box::new(keyset::KeySet::new(
+        mode, members, &bytes, &identity, timeout,
+    )))
+}
+
+/// What the last attempt of a key set found at one member (`LockBackend::members`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberState {
+    /// Held, with this acquisition's fence.
+    Held { fence: u64 },
+    /// Busy: the holder's value, when it is a string.
+    Busy { holder: Option<Vec<u8>> },
+    /// Not tried (an earlier member was busy), or not answered.
+    Untried,
 }
 
 /// The result of one attempt to take the lock.
@@ -337,6 +376,34 @@ pub trait LockBackend: Send {
 
     /// Where the lock lives, safe to print.
     fn describe(&self) -> &str;
+
+    /// An attempt lets go of what it took without running a command (a key set's member
+    /// taken before another was found busy): deleted if ours, as a release, recorded as
+    /// `abandoned` where the backend can tell it apart.
+    fn let_go(&mut self, deadline: Instant) -> Result<Released> {
+        self.release(None, deadline)
+    }
+
+    /// As `subscribe`, but always read by a thread that passes each notice to `sink`,
+    /// never left for the caller to poll (a key set listens to several at once).
+    fn subscribe_threaded(
+        &mut self,
+        sink: NoticeSink,
+        deadline: Option<Instant>,
+    ) -> Result<Subscription> {
+        self.subscribe(sink, deadline)
+    }
+
+    /// Which of the `--limit` slots is held, from 1 (1 without `--limit`).
+    fn slot(&self) -> u32 {
+        1
+    }
+
+    /// A key set's members, in the order the run named them, as the last attempt found
+    /// them; empty for one lock.
+    fn members(&self) -> Vec<MemberState> {
+        Vec::new()
+    }
 }
 
 /// A holder's subscription to its own channel, where a takeover (`--replace`) is announced

@@ -32,8 +32,21 @@ pub struct Job {
     /// and the same Redis excludes the others. A redlock-run started by the command for the
     /// same key on the same Redis exits 125 at once, naming the outer run, since it would
     /// wait for its own parent for ever.
-    #[arg(short, long, value_name = "KEY", required = true)]
-    pub key: Option<std::ffi::OsString>,
+    ///
+    /// Given several times, the run holds every one of them while its command runs (taken
+    /// in one fixed order, all or none), or with --any the first free one among them. The
+    /// command gets each in REDLOCK_KEYS and REDLOCK_FENCES, one a line (a name with a line
+    /// feed is refused then). See docs/resources.md.
+    #[arg(short, long, value_name = "KEY", required = true, action = clap::ArgAction::Append)]
+    pub key: Vec<std::ffi::OsString>,
+
+    /// With several -k: take the first free lock among them, in the order given (a pool)
+    ///
+    /// The command runs while holding that one; REDLOCK_KEY is its Redis key and
+    /// REDLOCK_NAME its name as given to -k. Waiting, a release of any of them wakes the
+    /// run; with --no-wait and every one busy it exits 75, naming each one's holder.
+    #[arg(long)]
+    pub any: bool,
 
     /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
     /// they are removed from it when they hold a password
@@ -54,7 +67,8 @@ pub struct Job {
     /// The command to run and its arguments (after --)
     ///
     /// Run directly, not through a shell, in a process group of its own; it receives
-    /// REDLOCK_KEY, REDLOCK_TOKEN, REDLOCK_FENCE and REDLOCK_TTL_MS. Put it after -- so that
+    /// REDLOCK_KEY, REDLOCK_NAME, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_SLOT and
+    /// REDLOCK_TTL_MS (with several -k, REDLOCK_KEYS and REDLOCK_FENCES too). Put it after -- so that
     /// its own options are not read as redlock-run's, and to run a program named like a
     /// subcommand (status, list, release, history, metrics, check).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
@@ -64,8 +78,9 @@ pub struct Job {
 /// The run's options in the order `--help`, the man page and the shells' completions list
 /// them: clap lists options in the order they were added, and a group flattened as a whole
 /// would move its options together.
-const ORDER: [&str; 32] = [
+const ORDER: [&str; 33] = [
     "key",
+    "any",
     "redis",
     "password_file",
     "prefix",

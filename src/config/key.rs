@@ -63,11 +63,14 @@ pub(super) fn refuse_bookkeeping(key: &Key) -> Result<()> {
 }
 
 /// The `REDLOCK_TOKEN` of the run whose command started this one, if that run holds `key`
-/// by name (the variables a run gives its command, README, "Environment given to the
-/// command").
+/// by name: its `REDLOCK_KEY`, or one line of its `REDLOCK_KEYS` (several keys held). See
+/// README, "Environment given to the command".
 pub(super) fn outer_token(key: &Key) -> Option<String> {
-    let outer_key = std::env::var_os("REDLOCK_KEY")?;
-    if outer_key.as_bytes() != key.as_bytes() {
+    let named = |name: &[u8]| name == key.as_bytes();
+    let in_key = std::env::var_os("REDLOCK_KEY").is_some_and(|outer| named(outer.as_bytes()));
+    let in_keys = std::env::var_os("REDLOCK_KEYS")
+        .is_some_and(|outer| outer.as_bytes().split(|&byte| byte == b'\n').any(named));
+    if !in_key && !in_keys {
         return None;
     }
     std::env::var("REDLOCK_TOKEN")

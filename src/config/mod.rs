@@ -33,16 +33,21 @@ mod connection;
 mod durations;
 mod key;
 mod lease;
+mod locks;
 mod observability;
 mod policies;
 mod waiting;
+
+pub use locks::Locks;
 
 #[derive(Debug)]
 pub struct Config {
     /// One server (or deployment), or the independent masters of a Redlock quorum.
     pub redis: Deployment,
-    /// The full Redis key: prefix + lock name.
+    /// The full Redis key: prefix + lock name (with several `-k`, the first's).
     pub key: Key,
+    /// Every lock the run names (`-k`), and how several are held.
+    pub locks: Locks,
     /// TTL, renewal period and `--kill-after`.
     pub timing: Timing,
     pub wait: Wait,
@@ -136,8 +141,29 @@ impl Task {
 
 impl Config {
     pub fn from_args(args: RunArgs) -> Result<Config> {
-        let name = args.job.key.unwrap_or_default();
-        let key = key::lock_key(&args.connection.prefix, &name)?;
+        let names = if args.job.key.is_empty() {
+            vec![OsString::new()]
+        } else {
+            args.job.key.clone()
+        };
+        let keys = names
+            .iter()
+            .map(|name| key::lock_key(&args.connection.prefix, name))
+            .collect::<Result<Vec<Key>>>()?;
+        let locks = locks::locks(
+            names,
+            keys,
+            &locks::Asked {
+                any: args.job.any,
+                limit: args.waiting.limit,
+                replace: args.policies.replace,
+                supersede: args.policies.supersede,
+                fair: args.waiting.fair,
+                once: args.policies.once.is_some() || args.policies.once_per.is_some(),
+                dry_run: args.output.dry_run,
+            },
+        )?;
+        let key = locks.keys[0].clone();
         let (ttl, renew_every) = lease::ttl_and_renewal(&args.lease)?;
         let wait = waiting::wait(&args.waiting)?;
         policies::supersede_needs_a_wait(&args.policies, wait)?;
@@ -156,7 +182,9 @@ impl Config {
         )?);
         let (redis, redis_timeout) = connection::check_connection(&args.connection)?;
         waiting::limit_fits(&args.waiting, &redis)?;
-        key::fits_cluster(&key, &redis)?;
+        for key in &locks.keys {
+            key::fits_cluster(key, &redis)?;
+        }
         policies::takeover(&args.policies, args.waiting.limit, wait)?;
         waiting::fair_fits(&args.waiting, &redis)?;
 
@@ -175,7 +203,7 @@ impl Config {
             args.observability.max_skips,
             args.observability.ping_typed,
         )?;
-        let outer_token = key::outer_token(&key);
+        let outer_token = locks.keys.iter().find_map(key::outer_token);
         let verbosity = if args.output.quiet {
             Verbosity::Quiet
         } else if args.output.verbose {
@@ -186,6 +214,7 @@ impl Config {
 
         Ok(Config {
             key,
+            locks,
             redis,
             timing: Timing {
                 ttl,

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::backend::{is_try_later, Attempt, LockBackend};
+use crate::backend::keyset::Mode;
+use crate::backend::{is_try_later, Attempt, LockBackend, MemberState};
 use crate::config::{Config, Wait};
 use crate::event::{Event, Events};
 use crate::exit::{self, Outcome};
@@ -49,7 +50,7 @@ pub(super) fn acquire(
             skips,
         } if config.wait == Wait::For(Duration::ZERO) => Took::Busy { blocker, skips },
         FirstTry::Busy { blocker, .. } => {
-            report::verbose(format_args!("{} is busy; waiting", config.key));
+            report::verbose(format_args!("{} is busy; waiting", config.locks));
             waiting = Waiting {
                 // Forked now, so that the fork is off the path from the holder's release to
                 // our command's start. If it fails, it is tried again before the command
@@ -182,11 +183,12 @@ fn settle(
         })),
         Took::Ended(Err(err)) => Err(err),
         Took::Busy { blocker, skips } => {
+            let (what, phrase) = busy_phrase(&*backend, config, &blocker);
             *skip = Some(Skip::new("busy", blocker.phrase(), skips));
             report::info_as(
                 report::LogEvent::Busy,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
-                format_args!("{} is {}; not waiting", config.key, blocker.phrase()),
+                format_args!("{what} is {phrase}; not waiting"),
             );
             Ok(not_acquired(config))
         }
@@ -201,16 +203,18 @@ fn settle(
                 .unwrap_or_else(|| String::from("held by an unknown holder"));
             *skip = Some(Skip::new("--wait ran out", holder, count));
             // Named as the --no-wait message names it: who held it at the last look.
-            let still = blocker.map_or_else(
-                || String::from("held by another process"),
-                |blocker| blocker.phrase(),
-            );
+            let (what, still) = match blocker {
+                Some(blocker) => busy_phrase(&*backend, config, &blocker),
+                None => (
+                    config.key.to_string(),
+                    String::from("held by another process"),
+                ),
+            };
             report::info_as(
                 report::LogEvent::WaitTimeout,
                 &[("exit_code", u64::from(config.conflict_exit_code))],
                 format_args!(
-                    "{} is still {still} after {}; giving up",
-                    config.key,
+                    "{what} is still {still} after {}; giving up",
                     report::duration(started.elapsed())
                 ),
             );
@@ -236,6 +240,39 @@ fn settle(
             ));
             Ok(Acquisition::Ended(Outcome::Interrupted { signal }))
         }
+    }
+}
+
+/// What a busy attempt found, for its message: the lock and its holder; with several keys
+/// the one found busy; with a pool each member and its holder (`s1 held by …; s2 held by …`).
+fn busy_phrase(backend: &dyn LockBackend, config: &Config, blocker: &Blocker) -> (String, String) {
+    let members = backend.members();
+    let busy_key = members
+        .iter()
+        .zip(&config.locks.keys)
+        .find(|(state, _)| matches!(state, MemberState::Busy { .. }))
+        .map(|(_, key)| key.clone());
+    let busy: Vec<String> = members
+        .into_iter()
+        .zip(&config.locks.keys)
+        .filter_map(|(state, key)| match state {
+            MemberState::Busy { holder } => {
+                Some(format!("{key} {}", Blocker { holder, ahead: 0 }.phrase()))
+            }
+            _ => None,
+        })
+        .collect();
+    match (config.locks.mode, busy.is_empty()) {
+        (Some(Mode::Any), false) => (
+            format!("every lock of the pool ({})", busy.len()),
+            format!("busy: {}", busy.join("; ")),
+        ),
+        // Taken in order, up to the first busy key: that one is named, with its holder.
+        (Some(Mode::All), false) => {
+            let key = busy_key.unwrap_or_else(|| config.key.clone());
+            (key.to_string(), blocker.phrase())
+        }
+        _ => (config.key.to_string(), blocker.phrase()),
     }
 }
 

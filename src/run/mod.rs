@@ -68,10 +68,20 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
     };
     let lock = config.lock_request();
     let token = lock.token.clone();
-    let backend = backend::open(&config.redis, config.redis_timeout, lock, config.eviction)?;
+    let backend = match config.locks.mode {
+        Some(mode) => backend::open_set(
+            &config.redis,
+            config.redis_timeout,
+            lock,
+            &config.locks.keys,
+            mode,
+            config.eviction,
+        )?,
+        None => backend::open(&config.redis, config.redis_timeout, lock, config.eviction)?,
+    };
     report::verbose(format_args!(
         "taking {} at {}",
-        config.key,
+        config.locks,
         backend.describe()
     ));
     let held = match acquire(backend, config, &prepared.events, &mut record.skip)? {
@@ -84,7 +94,7 @@ fn run_checked(config: &Config, record: &mut RunRecord) -> Result<Outcome> {
         report::LogEvent::Acquired,
         format_args!("lock taken, token {token}, fence {}", held.fence),
     );
-    let env = command_env(config, token, held.fence);
+    let env = command_env(config, token, held.fence, &*held.backend);
     let mut lease = config.timing.lease_from(held.sent_at);
     let events = &prepared.events;
     let mut renewer = Renewer::new(held.backend, lease, events.reporter());

@@ -1,8 +1,11 @@
 //! What the command needs to start: readied before the lock is asked for, its variables,
 //! the guardian, the supervisor's limits, and why it could not start. No Redis here.
 
+use std::os::unix::ffi::OsStrExt;
+
 use anyhow::Result;
 
+use crate::backend::{LockBackend, MemberState};
 use crate::config::Config;
 use crate::event::Events;
 use crate::exit::Outcome;
@@ -14,11 +17,15 @@ use super::acquire::not_acquired_outcome;
 /// The variables a run gives its command (README, "Environment given to the command"),
 /// replacing any it inherited. (Those of ours that hold a password are left out too:
 /// `Config::hidden_env`.)
-const RUN_VARIABLES: [&str; 4] = [
+const RUN_VARIABLES: [&str; 8] = [
     "REDLOCK_KEY",
     "REDLOCK_TOKEN",
     "REDLOCK_FENCE",
     "REDLOCK_TTL_MS",
+    "REDLOCK_NAME",
+    "REDLOCK_SLOT",
+    "REDLOCK_KEYS",
+    "REDLOCK_FENCES",
 ];
 
 /// What a run readies before it asks for the lock.
@@ -64,18 +71,45 @@ pub(super) fn limits(config: &Config) -> supervise::Limits {
     }
 }
 
-/// The variables a run gives its command (`RUN_VARIABLES`), with their values.
+/// The variables a run gives its command (`RUN_VARIABLES`), with their values: those of
+/// the lock held (a pool's member), or of the first named (several keys held), and with
+/// several keys, every key held and its fence, one a line, in the order named.
 pub(super) fn command_env(
     config: &Config,
     token: String,
     fence: u64,
+    backend: &dyn LockBackend,
 ) -> Vec<(&'static str, Vec<u8>)> {
-    let values = [
-        config.key.as_bytes().to_vec(),
+    let held: Vec<(usize, u64)> = backend
+        .members()
+        .iter()
+        .enumerate()
+        .filter_map(|(index, state)| match state {
+            MemberState::Held { fence } => Some((index, *fence)),
+            _ => None,
+        })
+        .collect();
+    let locks = &config.locks;
+    let (first, fence) = held.first().copied().unwrap_or((0, fence));
+    let mut values = vec![
+        locks.keys[first].as_bytes().to_vec(),
         token.into_bytes(),
         fence.to_string().into_bytes(),
         config.timing.ttl.as_millis().to_string().into_bytes(),
+        locks.names[first].as_bytes().to_vec(),
+        backend.slot().to_string().into_bytes(),
     ];
+    if locks.mode.is_some() {
+        let lines = |each: &dyn Fn(usize, u64) -> Vec<u8>| {
+            let lines: Vec<Vec<u8>> = held
+                .iter()
+                .map(|&(index, fence)| each(index, fence))
+                .collect();
+            lines.join(&b'\n')
+        };
+        values.push(lines(&|index, _| locks.keys[index].as_bytes().to_vec()));
+        values.push(lines(&|_, fence| fence.to_string().into_bytes()));
+    }
     RUN_VARIABLES.into_iter().zip(values).collect()
 }
 

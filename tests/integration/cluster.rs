@@ -5,6 +5,7 @@
 //! followed through `ASK` and `MOVED`, and waiters queued across a reshard follow it with
 //! their subscriptions; a node that hangs does not hide the others.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::support::deployments::{Cluster, Process, SETTLE};
@@ -540,4 +541,62 @@ fn a_once_run_released_while_its_slot_migrates_records_the_work() {
         .run()
         .assert_code(0)
         .assert_stderr_contains("already done");
+}
+
+/// Several keys in different hash slots (issue 32): held all at once and let go on a busy
+/// one; a pool's members on different masters. No script spans the slots.
+#[test]
+fn several_keys_and_pools_span_masters() {
+    let cluster = Cluster::start();
+    let dir = TempDir::new("cluster-keys");
+    let names = ["k1", "k2", "k3", "k4", "k5", "k6"];
+    let owners: BTreeSet<usize> = names
+        .iter()
+        .map(|name| cluster.owner_of(&format!("redlock:{name}")))
+        .collect();
+    assert!(owners.len() > 1, "all on one master: {owners:?}");
+    let mut all = vec![];
+    for name in names {
+        all.extend(["-k", name]);
+    }
+    let both = hold(cluster.cmd().args(&all), &dir, "all");
+    for name in names {
+        assert!(
+            cluster.get(&format!("redlock:{name}")).is_some(),
+            "{name} free"
+        );
+    }
+    both.let_go();
+    both.wait().assert_code(0);
+    let k6 = hold(cluster.cmd().args(["-k", "k6"]), &dir, "k6");
+    cluster
+        .cmd()
+        .args(&all)
+        .args(["--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    for name in &names[..5] {
+        assert!(
+            cluster.get(&format!("redlock:{name}")).is_none(),
+            "{name} left held"
+        );
+    }
+    let out = cluster
+        .cmd()
+        .args([
+            "-k",
+            "k6",
+            "-k",
+            "k1",
+            "--any",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDLOCK_NAME",
+        ])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str().trim(), "k1");
+    k6.let_go();
+    k6.wait().assert_code(0);
 }

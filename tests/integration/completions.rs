@@ -276,7 +276,7 @@ fn exit_status(page: &mut String) {
 
 /// The variables given to the command, as README's table describes them. Each must be
 /// named in `--help` (checked below), so that the two cannot part.
-const GIVEN_TO_THE_COMMAND: [(&str, &str); 4] = [
+const GIVEN_TO_THE_COMMAND: [(&str, &str); 8] = [
     (
         "REDLOCK_KEY",
         "The full Redis key of the lock, prefix included, e.g. redlock:nightly-report. Read too: \
@@ -296,6 +296,25 @@ const GIVEN_TO_THE_COMMAND: [(&str, &str); 4] = [
     (
         "REDLOCK_TTL_MS",
         "The lease length (--ttl) in milliseconds.",
+    ),
+    (
+        "REDLOCK_NAME",
+        "The lock's name as given to -k, without the prefix: with --any, the pool's member \
+         held.",
+    ),
+    (
+        "REDLOCK_SLOT",
+        "Which of the --limit slots this holder has, from 1 to N (1 without --limit).",
+    ),
+    (
+        "REDLOCK_KEYS",
+        "With several -k: every key held, one a line, in the order given (with --any, the \
+         one held).",
+    ),
+    (
+        "REDLOCK_FENCES",
+        "With several -k: the fence of each key in REDLOCK_KEYS, one a line, in the same \
+         order.",
     ),
 ];
 

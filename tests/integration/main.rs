@@ -25,6 +25,7 @@ mod ping;
 mod progress;
 mod redlock;
 mod replace;
+mod resources;
 mod secrets;
 mod sentinel;
 mod servers;

@@ -1374,3 +1374,51 @@ fn a_quorum_of_mixed_servers_works_as_one_of_a_kind() {
     let _load = loading_the_machine();
     contend(&nodes, 6, 5);
 }
+
+/// Several keys over a Redlock quorum (issue 32): each key a quorum of its own, held all at
+/// once or the first free of a pool, and a busy key lets go of the others on every node.
+#[test]
+fn several_keys_and_pools_over_three_nodes() {
+    let nodes = start_nodes(3);
+    let urls = urls(&nodes);
+    let dir = TempDir::new("redlock-keys");
+    let b = hold(quorum(&urls).args(["-k", "b"]), &dir, "b");
+    quorum(&urls)
+        .args(["-k", "a", "-k", "b", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    for node in &nodes {
+        assert!(!node.exists("redlock:a"), "a left held on a node");
+    }
+    let out = quorum(&urls)
+        .args([
+            "-k",
+            "b",
+            "-k",
+            "a",
+            "--any",
+            "--",
+            "sh",
+            "-c",
+            "echo $REDLOCK_NAME",
+        ])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str().trim(), "a");
+    b.let_go();
+    b.wait().assert_code(0);
+    let out = quorum(&urls)
+        .args([
+            "-k",
+            "a",
+            "-k",
+            "b",
+            "--",
+            "sh",
+            "-c",
+            "echo \"$REDLOCK_FENCES\"",
+        ])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str().trim().lines().count(), 2);
+}

@@ -354,3 +354,39 @@ fn a_once_record_no_replica_confirmed_is_warned_of() {
     out.assert_code(0)
         .assert_stderr_contains("no replica confirmed the --once record of redlock:job");
 }
+
+/// Several keys through the sentinels (issue 32): a pool and a multi-key run, both on the
+/// master they find; a switchover under a multi-key run moves both keys with their data.
+#[test]
+fn pools_and_multi_key_runs_follow_the_master() {
+    let set = SentinelSet::start();
+    let dir = TempDir::new("sentinel-keys");
+    let both = hold(holding(&set, "db").args(["-k", "cache"]), &dir, "both");
+    let held: Vec<Option<String>> = ["redlock:db", "redlock:cache"]
+        .iter()
+        .map(|key| set.master.query(&["GET", key]))
+        .collect();
+    assert!(held.iter().all(Option::is_some), "{held:?}");
+    let out = set
+        .cmd()
+        .args(["-k", "db", "-k", "spare", "--any", "--no-wait", "--"])
+        .args(["sh", "-c", "echo $REDLOCK_NAME"])
+        .run();
+    out.assert_code(0);
+    assert_eq!(out.stdout_str().trim(), "spare");
+    set.sentinels[0].query::<String>(&["SENTINEL", "FAILOVER", SERVICE]);
+    set.wait_for_promotion();
+    let new_master = set.replica.port().to_string();
+    set.master
+        .query::<String>(&["REPLICAOF", "127.0.0.1", &new_master]);
+    wait_until(SETTLE, "renewals on the new master", || {
+        set.replica.calls("evalsha") > 1
+    });
+    let still: Vec<Option<String>> = ["redlock:db", "redlock:cache"]
+        .iter()
+        .map(|key| set.replica.query(&["GET", key]))
+        .collect();
+    assert_eq!(still, held);
+    both.let_go();
+    both.wait().assert_code(0).assert_stderr_lacks("lost");
+}

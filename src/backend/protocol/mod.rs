@@ -211,6 +211,26 @@ impl LockBackend for SingleRedis {
     fn describe(&self) -> &str {
         self.link.display()
     }
+
+    fn let_go(&mut self, deadline: Instant) -> Result<Released> {
+        let notice = format!("{}#0", self.identity);
+        let released = self.release_announcing(None, deadline, &notice, None);
+        self.held = None;
+        self.fence = None;
+        released
+    }
+
+    fn subscribe_threaded(
+        &mut self,
+        sink: NoticeSink,
+        deadline: Option<Instant>,
+    ) -> Result<Subscription> {
+        self.subscribe_by(sink, deadline, false)
+    }
+
+    fn slot(&self) -> u32 {
+        self.slot_number
+    }
 }
 
 /// When a call that may take `timeout` must end: then, or at `deadline` if sooner.
