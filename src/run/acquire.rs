@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::backend::keyset::Mode;
-use crate::backend::{is_try_later, Attempt, LockBackend, MemberState};
+use crate::backend::{is_try_later, Attempt, Key, LockBackend, MemberState};
 use crate::config::{Config, Wait};
 use crate::event::{Event, Events};
 use crate::exit::{self, Outcome};
@@ -69,6 +69,7 @@ pub(super) fn acquire(
                 redis_timeout: config.redis_timeout,
                 takeover: config.replace,
             };
+            let several_keys = config.locks.keys.len() > 1;
             let about = wait::About {
                 redis: &config.redis,
                 limit: config.limit,
@@ -77,10 +78,17 @@ pub(super) fn acquire(
                     Wait::For(limit) => Some(limit),
                     Wait::Forever => None,
                 },
+                several_keys,
+            };
+            // What the wait is named after: every key it waits for, not the first alone.
+            let waited_for = if several_keys {
+                Key::from(config.locks.to_string().as_str())
+            } else {
+                config.key.clone()
             };
             let waited =
-                wait::wait_for_lock(&mut *backend, &config.key, plan, about, blocker, events)
-                    .with_context(|| format!("cannot wait for {}", config.key));
+                wait::wait_for_lock(&mut *backend, &waited_for, plan, about, blocker, events)
+                    .with_context(|| format!("cannot wait for {}", config.locks));
             Took::Ended(waited)
         }
     };

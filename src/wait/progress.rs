@@ -59,6 +59,9 @@ pub struct About<'a> {
     pub fair: bool,
     /// `--wait`'s limit (`None`: forever), which the deadline ends.
     pub wait: Option<Duration>,
+    /// The wait is for several keys (`-k a -k b`, a pool): no one key's history tells how
+    /// long it lasts, so none is read (the estimate is "unknown", no waiters are counted).
+    pub several_keys: bool,
 }
 
 /// How the progress is shown.
@@ -161,6 +164,7 @@ impl<'a> Progress<'a> {
                 median: None,
                 waiters: None,
                 fair: about.fair,
+                several_keys: about.several_keys,
                 last_read: None,
                 next_read: None,
             },
@@ -384,6 +388,7 @@ struct Holds<'a> {
     /// How many runs wait, this one included; not read with `--fair`, which tells the place.
     waiters: Option<u64>,
     fair: bool,
+    several_keys: bool,
     /// When the last read was, and the holder then.
     last_read: Option<(Instant, Option<Identity>)>,
     /// Not read again before then.
@@ -423,6 +428,9 @@ impl Holds<'_> {
     }
 
     fn read(&mut self) -> anyhow::Result<Option<Duration>> {
+        if self.several_keys {
+            return Ok(None);
+        }
         let history = match &mut self.history {
             Some(history) => history,
             None => self

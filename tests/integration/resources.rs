@@ -85,6 +85,28 @@ fn a_no_wait_multi_key_run_with_one_key_busy_exits_75_and_leaves_none_held() {
     holder.wait().assert_code(0);
 }
 
+/// A multi-key wait is named after every key it waits for, and its progress reads no one
+/// key's history: "waiting for redlock:a and redlock:b", not the first key's name beside
+/// another key's holder.
+#[test]
+fn a_multi_key_wait_is_named_after_every_key() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("multi-named");
+    let holder = hold(server.cmd().args(["-k", "b"]), &dir, "b");
+    let out = server
+        .cmd()
+        .env("REDLOCK_TEST_PROGRESS_EVERY_MS", "200")
+        .args(["-k", "a", "-k", "b", "--wait", "3s", "-v", "--", "true"])
+        .run();
+    out.assert_code(75)
+        .assert_stderr_contains("waiting for redlock:a and redlock:b: held by")
+        .assert_stderr_contains("still waiting for redlock:a and redlock:b: held by")
+        .assert_stderr_contains("time left: unknown")
+        .assert_stderr_lacks("waiting for redlock:a:");
+    holder.let_go();
+    holder.wait().assert_code(0);
+}
+
 #[test]
 fn a_multi_key_waiter_starts_once_the_last_busy_key_is_released() {
     let server = RedisServer::start();
