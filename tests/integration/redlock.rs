@@ -248,7 +248,14 @@ fn contend(nodes: &[RedisServer], wrappers: usize, rounds: usize) {
             "fences not strictly increasing in section order: {seen:?}"
         );
     }
-    assert_empty(&nodes.iter().collect::<Vec<_>>());
+    // Every release reached a majority before its wrapper left. A node much slower than
+    // the others (a loaded machine) is not waited for, and may keep a stray copy of the
+    // last release's or a lost attempt's key: a minority's, gone by the TTL (30s).
+    let stray = nodes.iter().filter(|node| node.dbsize() > 0).count();
+    assert!(stray < n / 2 + 1, "a majority kept a key: {stray} of {n}");
+    wait_until(Duration::from_secs(40), "every node to be empty", || {
+        nodes.iter().all(|node| node.dbsize() == 0)
+    });
 }
 
 // ---------------------------------------------------------------------------------------------
