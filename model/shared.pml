@@ -37,7 +37,7 @@
 #define PAUSES 1        /* redlock-run of a holder may be stopped and continued at any moment */
 #endif
 #ifndef DIES
-#define DIES 0          /* LIVE: a holder's redlock-run may die for good (SIGKILL): no release */
+#define DIES 0          /* LIVE: run 2's redlock-run may die (SIGKILL) while its command runs: no release */
 #endif
 #ifndef LIVE
 #define LIVE 0          /* check that the exclusive run 0 is not starved (LTL, weak fairness) */
@@ -60,6 +60,9 @@
 #endif
 #ifndef LEASE_CHECK
 #define LEASE_CHECK 1       /* check also that a running command's entry is on the server */
+#endif
+#ifndef RELEASE_ANY_K
+#define RELEASE_ANY_K 0     /* broken: a share's release ends K when no share is left, whatever K holds */
 #endif
 #ifndef NO_K_EXTEND
 #define NO_K_EXTEND 0       /* broken: a share joins (or renews) without raising K's PTTL */
@@ -137,6 +140,51 @@ bit renewed_running;    /* a share was renewed while its command ran */
 	printf("; leases %d %d %d\n", left[0], left[1], left[2])
 
 #define LIVE_W(w) ((ph[w] == ACQ || ph[w] == WAIT))  /* subscribed: PUBLISH would count it */
+
+
+/* ---- Symmetry -------------------------------------------------------------------------------
+ * Runs 1 and 2 are both shared: two states that differ only by swapping them are alike to
+ * every property checked, and each step ends by putting the one with the smaller state
+ * first (up to half the states). Not with the witnesses and the LTL, which name run 1 or
+ * follow processes. */
+#ifndef SYMMETRY
+#define SYMMETRY (MODE1 == MODE2 && !LIVE && !WITNESS)
+#endif
+#define SKEY(p) ((ph[p] << 23) + (left[p] << 21) + (age[p] << 19) + (req[p] << 17) + \
+	(ans[p] << 15) + (renewing[p] << 14) + (lost[p] << 13) + (paused[p] << 12) + \
+	(msg[p] << 11) + (bywx[p] << 10) + (rt[p] << 7) + (work[p] << 5) + (sexp[p] << 2) + \
+	(qsh[p] << 1) + woken[p])
+#define SWAP(a) n = a[1]; a[1] = a[2]; a[2] = n
+#if SYMMETRY
+int k1, k2;             /* scratch of `canon`, 0 between steps */
+inline canon() {
+	k1 = SKEY(1) * 4; k2 = SKEY(2) * 4;
+	m = 0;
+	do
+	:: m < NP ->
+		if :: q[m] == 2 -> k1 = k1 + m + 1 :: q[m] == 3 -> k2 = k2 + m + 1 :: else fi; m++
+	:: else -> break
+	od;
+	if
+	:: k1 > k2 ->
+		SWAP(ph); SWAP(left); SWAP(age); SWAP(req); SWAP(ans); SWAP(renewing); SWAP(lost);
+		SWAP(paused); SWAP(msg); SWAP(bywx); SWAP(rt); SWAP(work); SWAP(sexp); SWAP(qsh);
+		SWAP(woken);
+		m = 0;
+		do
+		:: m < NP ->
+			if :: q[m] == 2 -> q[m] = 3 :: q[m] == 3 -> q[m] = 2 :: else fi; m++
+		:: else -> break
+		od;
+		if :: kst == EXCL && kown == 1 -> kown = 2 :: kst == EXCL && kown == 2 -> kown = 1 :: else fi
+	:: else
+	fi;
+	m = 0; n = 0; k1 = 0; k2 = 0
+}
+#define CANON canon()
+#else
+#define CANON skip
+#endif
 
 /* ---- The queue ---------------------------------------------------------------------------- */
 inline enqueue(p, shared) {
@@ -326,7 +374,7 @@ inline release(p) {
 	if
 	:: mode[p] == EX && kst == EXCL && kown == p ->
 		kst = FREE; kttl = 0; wake_after_exclusive()
-	:: mode[p] == SH && kst == GROUP ->
+	:: mode[p] == SH && (kst == GROUP || (RELEASE_ANY_K && kst != FREE)) ->
 		sexp[p] = 0;
 		max_share();
 		if
@@ -359,9 +407,9 @@ inline serve(p) {
 
 proctype Server() {
 	do
-	:: d_step { req[0] != R_NONE -> serve(0) }
-	:: d_step { req[1] != R_NONE -> serve(1) }
-	:: d_step { req[2] != R_NONE -> serve(2) }
+	:: d_step { req[0] != R_NONE -> serve(0); CANON }
+	:: d_step { req[1] != R_NONE -> serve(1); CANON }
+	:: d_step { req[2] != R_NONE -> serve(2); CANON }
 	od
 }
 
@@ -387,25 +435,25 @@ proctype Run(byte p) {
 	do
 	/* A new run: its acquisition (with its mode) leaves now; its lease counts from now. */
 	:: d_step { ph[p] == IDLE && GONE(p) && CAN(p) -> msg[p] = 0; rt[p] = 0; req[p] = R_ACQ; age[p] = 0; ans[p] = A_NONE; ph[p] = ACQ;
-		SAY(p, "a new run asks for the lock") }
+		SAY(p, "a new run asks for the lock"); CANON }
 	/* The answer: the lock, with a lease of VALIDITY from the send, or busy: wait. */
 	:: d_step { ph[p] == ACQ && ans[p] == A_YES && CAN(p) ->
 		ans[p] = A_NONE;
 		if
 		:: age[p] < VALIDITY -> left[p] = VALIDITY - age[p]; ph[p] = HELD
 		:: else -> ended(p, 0)   /* the lease ran out on the way: nothing to run */
-		fi; age[p] = 0 }
-	:: d_step { ph[p] == ACQ && ans[p] == A_NO && CAN(p) -> ans[p] = A_NONE; age[p] = 0; ph[p] = WAIT; SAY(p, "waits") }
+		fi; age[p] = 0; CANON }
+	:: d_step { ph[p] == ACQ && ans[p] == A_NO && CAN(p) -> ans[p] = A_NONE; age[p] = 0; ph[p] = WAIT; SAY(p, "waits"); CANON }
 	/* A waiter tries again when woken, or at its retry time. */
 	:: d_step { ph[p] == WAIT && (msg[p] || rt[p] == 0) && CAN(p) ->
 		if :: msg[p] -> SAY(p, "woken: tries again") :: else -> SAY(p, "its retry time: tries again") fi;
-		msg[p] = 0; rt[p] = 0; req[p] = R_ACQ; age[p] = 0; ph[p] = ACQ }
+		msg[p] = 0; rt[p] = 0; req[p] = R_ACQ; age[p] = 0; ph[p] = ACQ; CANON }
 	/* The command starts, if the lease holds (the check before exec). */
-	:: d_step { ph[p] == HELD && CAN(p) -> msg[p] = 0; work[p] = LIVE * WORK; ph[p] = RUN; SAY(p, "the command starts") }
+	:: d_step { ph[p] == HELD && CAN(p) -> msg[p] = 0; work[p] = LIVE * WORK; ph[p] = RUN; SAY(p, "the command starts"); CANON }
 	/* Renewal: due at RENEW_AT, sent until give_up_at. */
 	:: d_step { (ph[p] == HELD || ph[p] == RUN) && CAN(p) && !renewing[p] && !lost[p] &&
 	            left[p] <= RENEW_AT && left[p] > GRACE ->
-		req[p] = R_RENEW; age[p] = 0; renewing[p] = 1; SAY(p, "renewal sent") }
+		req[p] = R_RENEW; age[p] = 0; renewing[p] = 1; SAY(p, "renewal sent"); CANON }
 	:: d_step { renewing[p] && ans[p] != A_NONE && CAN(p) ->
 		if
 		:: ans[p] == A_YES && left[p] > GRACE && VALIDITY - age[p] > left[p] ->
@@ -416,9 +464,9 @@ proctype Run(byte p) {
 		:: ans[p] == A_NO -> lost[p] = 1; SAY(p, "renewal refused: the lock is lost")
 		:: else
 		fi;
-		ans[p] = A_NONE; age[p] = 0; renewing[p] = 0 }
+		ans[p] = A_NONE; age[p] = 0; renewing[p] = 0; CANON }
 	/* The lock is lost: the command is stopped (exit 76). */
-	:: d_step { ph[p] == RUN && lost[p] && CAN(p) -> ended(p, 0); SAY(p, "lost: the command is stopped") }
+	:: d_step { ph[p] == RUN && lost[p] && CAN(p) -> ended(p, 0); SAY(p, "lost: the command is stopped"); CANON }
 	/* The supervisor's SIGKILL at the lease's end; the guardian's, even while redlock-run
 	 * is stopped (it is never stopped at the same time: lease.pml's both-stopped limit). */
 	:: d_step { ph[p] == RUN && left[p] == 0 ->
@@ -426,22 +474,22 @@ proctype Run(byte p) {
 #if WITNESS == 2
 		killed_paused[p] = n;
 #endif
-		n = 0; SAY(p, "the lease's end: SIGKILL") }
-	:: d_step { ph[p] == HELD && left[p] == 0 -> ended(p, 0) }
+		n = 0; SAY(p, "the lease's end: SIGKILL"); CANON }
+	:: d_step { ph[p] == HELD && left[p] == 0 -> ended(p, 0); CANON }
 	/* The command ends by itself, at any moment (LIVE: within WORK ticks). */
-	:: d_step { ph[p] == RUN && !LIVE -> ended(p, CAN(p) && left[p] > 1); SAY(p, "the command ends") }
-	:: d_step { ph[p] == RUN && LIVE && work[p] == 0 && !lost[p] -> ended(p, CAN(p) && left[p] > 1); SAY(p, "the command ends") }
+	:: d_step { ph[p] == RUN && !LIVE -> ended(p, CAN(p) && left[p] > 1); SAY(p, "the command ends"); CANON }
+	:: d_step { ph[p] == RUN && LIVE && work[p] == 0 && !lost[p] -> ended(p, CAN(p) && left[p] > 1); SAY(p, "the command ends"); CANON }
 #if PAUSES
-	:: d_step { (ph[p] == HELD || ph[p] == RUN || ph[p] == ACQ) && !paused[p] -> paused[p] = 1; SAY(p, "redlock-run is stopped") }
-	:: d_step { paused[p] -> paused[p] = 0; SAY(p, "redlock-run continues") }
+	:: d_step { (ph[p] == HELD || ph[p] == RUN || ph[p] == ACQ) && !paused[p] -> paused[p] = 1; SAY(p, "redlock-run is stopped"); CANON }
+	:: d_step { paused[p] -> paused[p] = 0; SAY(p, "redlock-run continues"); CANON }
 #endif
 #if DIES
 	/* redlock-run dies while its command runs: the guardian kills the command at the
 	 * lease's end; nothing is released. */
-	:: d_step { ph[p] == RUN && p != 0 -> renewing[p] = 0; req[p] = R_NONE; ans[p] = A_NONE; ph[p] = DEAD; SAY(p, "redlock-run dies") }
+	:: d_step { ph[p] == RUN && p == 2 -> renewing[p] = 0; req[p] = R_NONE; ans[p] = A_NONE; ph[p] = DEAD; SAY(p, "redlock-run dies"); CANON }
 	/* its guardian kills the command at the lease's end; the process is gone (its share
 	 * stays until its expiry), and plays a new run once nothing of it is left */
-	:: d_step { ph[p] == DEAD && left[p] == 0 -> ph[p] = IDLE }
+	:: d_step { ph[p] == DEAD && left[p] == 0 -> ph[p] = IDLE; CANON }
 #endif
 	od
 }
@@ -450,7 +498,7 @@ proctype Run(byte p) {
 /* A tick may not pass a deadline that someone able to act must meet first. */
 #define DUE(p) ((ph[p] == RUN && left[p] == 0) || (ph[p] == HELD && (left[p] == 0 || CAN(p))) || \
 	(ph[p] == DEAD && left[p] == 0) || \
-	(req[p] != R_NONE && age[p] >= DELAY) || \
+	(req[p] != R_NONE && (req[p] != R_REL || LIVE) && age[p] >= DELAY) || \
 	(ph[p] == WAIT && rt[p] == 0 && CAN(p)) || \
 	(LIVE && ph[p] == RUN && work[p] == 0 && CAN(p)) || \
 	(ans[p] != A_NONE && (ph[p] == ACQ || renewing[p]) && age[p] >= 2 * DELAY && CAN(p)))
@@ -458,7 +506,7 @@ proctype Run(byte p) {
 inline tick_run(p) {
 	if :: sexp[p] > 0 -> sexp[p]-- :: else fi;
 	if :: (ph[p] == HELD || ph[p] == RUN || ph[p] == DEAD) && left[p] > 0 -> left[p]-- :: else fi;
-	if :: (req[p] != R_NONE || ans[p] != A_NONE) && age[p] < VALIDITY -> age[p]++ :: else fi;
+	if :: (req[p] != R_NONE && (req[p] != R_REL || LIVE) || ans[p] != A_NONE) && age[p] < VALIDITY -> age[p]++ :: else fi;
 	if :: ph[p] == WAIT && rt[p] > 0 -> rt[p]-- :: else fi;
 	if :: ph[p] == RUN && work[p] > 0 -> work[p]-- :: else fi
 }
@@ -473,7 +521,7 @@ proctype Env() {
 			if :: kttl == 0 -> kst = FREE; kown = 0 :: else fi
 		:: else
 		fi;
-		skip }
+		skip; CANON }
 	od
 }
 
