@@ -480,7 +480,7 @@ proctype Run(byte p) {
 	:: d_step { ph[p] == RUN && !LIVE -> ended(p, CAN(p) && left[p] > 1); SAY(p, "the command ends"); CANON }
 	:: d_step { ph[p] == RUN && LIVE && work[p] == 0 && !lost[p] -> ended(p, CAN(p) && left[p] > 1); SAY(p, "the command ends"); CANON }
 #if PAUSES
-	:: d_step { (ph[p] == HELD || ph[p] == RUN || ph[p] == ACQ) && !paused[p] -> paused[p] = 1; SAY(p, "redlock-run is stopped"); CANON }
+	:: d_step { (ph[p] == HELD || ph[p] == RUN) && !paused[p] -> paused[p] = 1; SAY(p, "redlock-run is stopped"); CANON }
 	:: d_step { paused[p] -> paused[p] = 0; SAY(p, "redlock-run continues"); CANON }
 #endif
 #if DIES
