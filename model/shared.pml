@@ -1,8 +1,8 @@
 /*
  * The shared mode (-s/--shared beside -x/--exclusive) of redlock-run, as a Promela model for
  * Spin: several runs, each shared or exclusive, on one server that holds the data layout of
- * /work/wt/notes/SHARED.md (docs/design.md once merged): K (free, an exclusive holder's value
- * or a group value), every share's expiry ({K}:shares:exp), the waiters' queue ({K}:queue)
+ * the shared mode's design (the SHARED.md notes, docs/design.md once merged): K (free, an
+ * exclusive holder's value or a group value), every share's expiry ({K}:shares:exp), the waiters' queue ({K}:queue)
  * with the shared marks ({K}:queue:shared) and the woken record ({K}:woken).
  * README.md beside this file says what is modelled, what is abstracted, and the bounds.
  *
