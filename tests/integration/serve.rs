@@ -132,6 +132,9 @@ fn tokens(server: &RedisServer) -> Vec<String> {
     found
 }
 
+/// A sample's name and labels, in order.
+type Sample = (String, Vec<(String, String)>);
+
 const HOSTILE: &str = "<script>alert(1)</script>";
 
 #[test]
@@ -233,7 +236,7 @@ fn api_and_metrics_show_every_lock_escaped_and_without_tokens() {
     // The same families, names and labels as `redlock-run metrics`.
     let printed = server.cmd().arg("metrics").run();
     let printed = Exposition::parse(&printed.assert_code(0).stdout_str());
-    let shape = |e: &Exposition| -> Vec<(String, Vec<(String, Vec<(String, String)>)>)> {
+    let shape = |e: &Exposition| -> Vec<(String, Vec<Sample>)> {
         e.families
             .iter()
             .map(|f| {
