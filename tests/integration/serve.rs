@@ -21,9 +21,13 @@ struct Served {
 impl Served {
     #[track_caller]
     fn start(server: &RedisServer, args: &[&str]) -> Served {
-        let mut wrapper = server
-            .cmd()
-            .args(["serve", "--listen", "127.0.0.1:0"])
+        Served::start_with(server.cmd().arg("serve"), args)
+    }
+
+    #[track_caller]
+    fn start_with(wrapper: Wrapper, args: &[&str]) -> Served {
+        let mut wrapper = wrapper
+            .args(["--listen", "127.0.0.1:0"])
             .timeout(Duration::from_secs(300));
         for arg in args {
             wrapper = wrapper.arg(arg);
@@ -475,4 +479,83 @@ fn ten_thousand_locks_are_all_listed() {
     assert_eq!(locks[9_999]["name"], "job09999");
     let metrics = Exposition::parse(&served.get("/metrics").body);
     assert_eq!(metrics.keys("redlock_run_acquired_total").len(), 10_000);
+}
+
+/// Over a Redlock set of three: a run's events shown once (a majority recorded them), and
+/// /healthz 200 while a majority answers.
+#[test]
+fn a_redlock_set_is_served_as_one() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let urls: Vec<String> = servers.iter().map(RedisServer::url).collect();
+    let with_urls = |wrapper: Wrapper| {
+        urls.iter()
+            .fold(wrapper, |wrapper, url| wrapper.arg("-r").arg(url))
+    };
+    with_urls(Wrapper::bare())
+        .args(["-k", "nightly", "--", "true"])
+        .run()
+        .assert_code(0);
+    let served = Served::start_with(
+        with_urls(Wrapper::bare().arg("serve")),
+        &["--redis-timeout", "1s"],
+    );
+    let board = served.get("/api/locks").json();
+    let lock = &board["locks"][0];
+    assert_eq!(lock["name"], "nightly", "{board:#}");
+    assert_eq!(lock["state"], "free");
+    assert!(lock["last_success_ms"].as_u64().is_some(), "{lock:#}");
+    let events: Vec<&str> = lock["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["acquired", "released"], "{lock:#}");
+    let metrics = Exposition::parse(&served.get("/metrics").body);
+    assert_eq!(
+        metrics.value("redlock_run_acquired_total", &[("key", "nightly")]),
+        Some(1.0)
+    );
+    servers[0].stop();
+    assert_eq!(served.get("/healthz").status, 200);
+    servers[1].stop();
+    wait_until(Duration::from_secs(30), "/healthz to answer 503", || {
+        served.get("/healthz").status == 503
+    });
+}
+
+/// A Redis Cluster: the locks of every master listed, with their events and counters (read
+/// one by one, not pipelined).
+#[test]
+fn a_cluster_is_served_whole() {
+    let cluster = crate::support::deployments::Cluster::start();
+    let names = cluster.names_on_each_node();
+    for name in &names {
+        cluster
+            .cmd()
+            .args(["-k", name, "--", "true"])
+            .run()
+            .assert_code(0);
+    }
+    let served = Served::start_with(cluster.cmd().arg("serve"), &[]);
+    let board = served.get("/api/locks").json();
+    let listed: Vec<&str> = board["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(listed, expected, "{board:#}");
+    for lock in board["locks"].as_array().unwrap() {
+        assert_eq!(lock["events"].as_array().unwrap().len(), 2, "{lock:#}");
+    }
+    let metrics = Exposition::parse(&served.get("/metrics").body);
+    for name in &names {
+        assert_eq!(
+            metrics.value("redlock_run_acquired_total", &[("key", name)]),
+            Some(1.0)
+        );
+    }
 }
