@@ -126,7 +126,7 @@ json\t''"
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -l json -d 'Print one JSON object a line instead of text'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s f -l follow -d 'After the last events, keep printing new ones as they are recorded, until interrupted'
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand history" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c redlock-run -n "__fish_redlock_run_using_subcommand serve" -l listen -d 'Address and port to listen on (HTTP): ADDR:PORT, [IPV6]:PORT; port 0 picks a free port, logged at start' -r
+complete -c redlock-run -n "__fish_redlock_run_using_subcommand serve" -l listen -d 'Address and port to listen on (HTTP): ADDR:PORT or `[IPV6]:PORT`; port 0 picks a free port, logged at start' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand serve" -l auth-file -d 'Ask every client for HTTP basic credentials: the first line of FILE, as user:password' -r -F
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand serve" -s r -l redis -d 'Redis URL: redis://, rediss:// (TLS) or redis+unix://, with user:password@ and /db; redis+sentinel://HOST:PORT,…/MASTER for the master that Sentinels name; redis+cluster://HOST:PORT,… for a Redis Cluster. Repeat it (or comma-separate URLs in REDLOCK_REDIS) for a Redlock quorum over independent masters; 3 or 5 are usual' -r
 complete -c redlock-run -n "__fish_redlock_run_using_subcommand serve" -l password-file -d 'Read the Redis password from the first line of FILE, for every URL that has none of its own (a password in a URL on the command line is visible to every local user in ps; REDLOCK_PASSWORD is the other way to keep it off the command line)' -r -F

@@ -10,7 +10,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:9110";
 
 #[derive(Debug, Args)]
 pub struct Serve {
-    /// Address and port to listen on (HTTP): ADDR:PORT, [IPV6]:PORT; port 0 picks a free
+    /// Address and port to listen on (HTTP): ADDR:PORT or `[IPV6]:PORT`; port 0 picks a free
     /// port, logged at start
     ///
     /// The default is loopback only. On any other address every client that can reach it

@@ -44,7 +44,7 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// a kept-alive connection; then its connection is closed.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the connections open at a stop may take to finish.
-const DRAIN: Duration = Duration::from_millis(500);
+pub const DRAIN: Duration = Duration::from_millis(500);
 
 /// Serves until SIGTERM or SIGINT: exit 0; 125 when it cannot start.
 pub fn run(config: &ServeConfig) -> Outcome {
