@@ -1,4 +1,5 @@
-//! The one thread that talks to Redis for the server: every request that needs Redis sends
+//! The one thread that talks to Redis for the server (with a helper of its own while it reads
+//! the board's events): every request that needs Redis sends
 //! it a job and awaits the answer, so a slow or hostile client never holds a Redis
 //! connection, and Redis never holds the HTTP loop. Jobs that come together are answered
 //! from one read: the board's snapshot (every lock, its counters and last events, and the
