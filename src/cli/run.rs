@@ -70,7 +70,7 @@ pub struct Job {
     /// REDLOCK_KEY, REDLOCK_NAME, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_SLOT and
     /// REDLOCK_TTL_MS (with several -k, REDLOCK_KEYS and REDLOCK_FENCES too). Put it after -- so that
     /// its own options are not read as redlock-run's, and to run a program named like a
-    /// subcommand (status, list, release, history, metrics, check).
+    /// subcommand (status, list, release, history, metrics, check, serve).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
     pub command: Vec<std::ffi::OsString>,
 }

@@ -27,7 +27,7 @@ use super::connection::Link;
 use super::error::describe_error;
 use super::layout::{queue_keys, record_keys, Key};
 use super::{on_every_node, Deployment};
-use read::read_last;
+use read::{read_last, read_last_of_many};
 use tally::Tally;
 
 /// The most events `history -n` shows.
@@ -212,6 +212,73 @@ impl History {
             .copied()
             .ok_or_else(|| anyhow!("no Redis node to read"))
     }
+}
+
+/// The last `count` events of each of `locks`, oldest first, as [`last_of`] reads them:
+/// on one server (not a cluster), in pipelines of many locks.
+pub(in crate::backend) fn last_of_many(
+    links: &mut [Link],
+    locks: &[Key],
+    count: usize,
+) -> Vec<Result<Vec<Entry>, String>> {
+    let count = count.min(MAX_EVENTS);
+    match links {
+        [link] if !link.is_cluster() => read_last_of_many(link, locks, count.max(1))
+            .into_iter()
+            .map(|read| {
+                read.map(|mut events| {
+                    events.reverse();
+                    events
+                })
+                .map_err(|err| format!("{err:#}"))
+            })
+            .collect(),
+        _ => locks
+            .iter()
+            .map(|lock| last_of(links, lock, count).map_err(|err| format!("{err:#}")))
+            .collect(),
+    }
+}
+
+/// The last `count` events of `lock` on the nodes `links` (one, or a quorum's), oldest
+/// first, merged as [`History::recent`] merges them: for `serve`, which reads many locks
+/// over the connections it keeps. An error when too few nodes could be read.
+pub(in crate::backend) fn last_of(
+    links: &mut [Link],
+    lock: &Key,
+    count: usize,
+) -> Result<Vec<Entry>> {
+    let count = count.min(MAX_EVENTS);
+    let stream = record_keys(lock)[0].clone();
+    if let [link] = links {
+        let mut events = read_last(link, lock, &stream, count.max(1))?;
+        events.reverse();
+        return Ok(events);
+    }
+    let per_node = count * 2 + QUORUM_SLACK;
+    let reads = on_every_node(links, |link| read_last(link, lock, &stream, per_node));
+    let mut tally = Tally::new(reads.len());
+    let mut unread = 0;
+    for (index, read) in reads.into_iter().enumerate() {
+        match read {
+            Ok(entries) => {
+                for entry in entries {
+                    tally.count(index, entry);
+                }
+            }
+            Err(_) => unread += 1,
+        }
+    }
+    if links.len() - unread < tally.majority {
+        return Err(anyhow!(
+            "cannot read the history of {lock}: too few of the {} Redis nodes answered",
+            links.len()
+        ));
+    }
+    let mut events = tally.shown_now();
+    let skip = events.len().saturating_sub(count);
+    events.drain(..skip);
+    Ok(events)
 }
 
 #[cfg(test)]

@@ -14,12 +14,15 @@ use super::connection::Link;
 use super::quorum::majority;
 use super::Deployment;
 
+mod batch;
+mod board;
 mod counters;
 mod dry_run;
 mod list;
 mod release;
 mod view;
 
+pub use batch::BATCH;
 pub use dry_run::DryAsk;
 pub use release::{Forced, ReleasePlan};
 pub(crate) use view::read_peek;
