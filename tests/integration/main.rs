@@ -2,6 +2,7 @@
 //! `redis-server` (see `support`), so tests run in parallel and never skip.
 
 mod acl;
+mod browser;
 mod check;
 mod cluster;
 mod completions;
