@@ -34,6 +34,9 @@ _redlock__run() {
             redlock__run,release)
                 cmd="redlock__run__subcmd__release"
                 ;;
+            redlock__run,serve)
+                cmd="redlock__run__subcmd__serve"
+                ;;
             redlock__run,status)
                 cmd="redlock__run__subcmd__status"
                 ;;
@@ -55,6 +58,9 @@ _redlock__run() {
             redlock__run__subcmd__help,release)
                 cmd="redlock__run__subcmd__help__subcmd__release"
                 ;;
+            redlock__run__subcmd__help,serve)
+                cmd="redlock__run__subcmd__help__subcmd__serve"
+                ;;
             redlock__run__subcmd__help,status)
                 cmd="redlock__run__subcmd__help__subcmd__status"
                 ;;
@@ -65,7 +71,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -n -E -c -q -v -h -V --key --any --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --history --fair --supersede --replace --min-hold --once --once-per --remember --max-runtime --stop-timeout --label --allow-eviction --ping --max-skips --dry-run --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release metrics check history help"
+            opts="-k -r -t -w -n -E -c -q -v -h -V --key --any --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --history --fair --supersede --replace --min-hold --once --once-per --remember --max-runtime --stop-timeout --label --allow-eviction --ping --max-skips --dry-run --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release metrics check history serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -265,7 +271,7 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__help)
-            opts="status list release metrics check history help"
+            opts="status list release metrics check history serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -349,6 +355,20 @@ _redlock__run() {
             return 0
             ;;
         redlock__run__subcmd__help__subcmd__release)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__run__subcmd__help__subcmd__serve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -518,6 +538,52 @@ _redlock__run() {
                     return 0
                     ;;
                 -k)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -r)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --redis-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        redlock__run__subcmd__serve)
+            opts="-r -h --listen --auth-file --redis --password-file --prefix --redis-timeout --log-format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --listen)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --auth-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -20,8 +20,8 @@ use crate::report::escape;
 use crate::{holder, report};
 
 pub mod check;
-mod history;
-mod metrics;
+pub(crate) mod history;
+pub(crate) mod metrics;
 
 pub fn run(config: &AdminConfig) -> Outcome {
     if let AdminAction::Check { key, thresholds } = &config.action {
@@ -322,7 +322,7 @@ fn success_record(key: &Key, nodes: &[Result<NodeCounters, String>]) -> Option<L
 /// server's clock; `slot:<i>` of `{K}:stats`), as `check`, `metrics` and `history` do: the
 /// value's own `since_ms` is when its run started, its wait included. A holder without such
 /// a record (recording off, another version) keeps its value's time.
-fn date_holders(view: &mut LockView, counters: &[Result<NodeCounters, String>]) {
+pub(crate) fn date_holders(view: &mut LockView, counters: &[Result<NodeCounters, String>]) {
     for (node, read) in view.nodes.iter_mut().zip(counters) {
         let (Ok(slots), Ok(read)) = (&mut node.slots, read) else {
             continue;

@@ -7,6 +7,7 @@
 //! cli -> config -> run (wait, renew, supervise) -> exit
 //!               \-> dry_run (--dry-run: what a run would do)
 //!               \-> admin (status, list, release; metrics; check)
+//!               \-> serve (HTTP: the board, /api, /metrics; reads as admin does)
 //! admin, dry_run -> describe (a lock's state in words and JSON)
 //! run, wait, renew, supervise -> event <- signals, process
 //! backend (Redis only), process (processes only), lease (time only), report (stderr only)
@@ -19,6 +20,7 @@ pub mod dry_run;
 pub mod exit;
 pub mod report;
 pub mod run;
+pub mod serve;
 
 /// For the fuzz targets in `fuzz/` only: entry points into the parsers above.
 #[doc(hidden)]

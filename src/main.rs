@@ -9,7 +9,7 @@ use redlock_run::admin::{self, check};
 use redlock_run::cli::{self, Cli};
 use redlock_run::config::Task;
 use redlock_run::exit::Outcome;
-use redlock_run::{dry_run, report, run};
+use redlock_run::{dry_run, report, run, serve};
 
 /// On musl, dlmalloc rather than musl's allocator: see Cargo.toml.
 #[cfg(target_env = "musl")]
@@ -75,5 +75,7 @@ fn outcome() -> Outcome {
         Task::Run(config) if config.dry_run => dry_run::run(&config),
         Task::Run(config) => run::run(&config),
         Task::Admin(config) => admin::run(&config),
+        // Nothing of the server (its runtime, its threads) exists before this line.
+        Task::Serve(config) => serve::run(&config),
     }
 }

@@ -104,6 +104,10 @@ pub enum LogEvent {
     Usage,
     /// A bug: a panic's message.
     InternalError,
+    /// `serve` listens, at this address.
+    Listening,
+    /// `serve` stopped.
+    Stopped,
 }
 
 impl LogEvent {
@@ -130,6 +134,8 @@ impl LogEvent {
             LogEvent::Summary => "summary",
             LogEvent::Usage => "usage",
             LogEvent::InternalError => "internal_error",
+            LogEvent::Listening => "listening",
+            LogEvent::Stopped => "stopped",
         }
     }
 }

@@ -312,6 +312,11 @@ impl<'a> Event<'a> {
     }
 }
 
+/// One entry as `history --json` prints it, for `serve`.
+pub(crate) fn event_json(entry: &Entry, key: &Key) -> Value {
+    Event::read(entry).json(key)
+}
+
 /// A run's host, pid, program and label (its start time says nothing here).
 fn run_of(holder: &Holder) -> String {
     Holder {

@@ -30,9 +30,23 @@ pub fn metrics(inspector: &mut Inspector, prefix: &Key) -> Result<Outcome> {
     let names = super::lock_names(inspector, prefix, true)?;
     let views = inspector.read_all(&names);
     let counters = inspector.counters(&names);
-    let mut locks = Vec::with_capacity(names.len());
-    for (view, nodes) in views.iter().zip(&counters) {
+    for nodes in &counters {
         warn_notes(nodes);
+    }
+    print(exposition(prefix, &views, &counters)?.trim_end())?;
+    Ok(Outcome::Done)
+}
+
+/// The exposition of the locks read (`views`, and each one's `counters` per node), as
+/// `metrics` prints it and `serve` answers `/metrics`: a lock with no holder, no counters
+/// and nobody waiting is left out.
+pub(crate) fn exposition(
+    prefix: &Key,
+    views: &[LockView],
+    counters: &[Vec<Result<NodeCounters, String>>],
+) -> Result<String> {
+    let mut locks = Vec::with_capacity(views.len());
+    for (view, nodes) in views.iter().zip(counters) {
         let merged = LockCounters::merge(nodes)
             .map_err(|err| anyhow::anyhow!("cannot read the counters of {}: {err}", view.key))?;
         if view.verdict() == Verdict::Unknown {
@@ -46,8 +60,7 @@ pub fn metrics(inspector: &mut Inspector, prefix: &Key) -> Result<Outcome> {
             locks.push(lock);
         }
     }
-    print(render(&locks).trim_end())?;
-    Ok(Outcome::Done)
+    Ok(render(&locks))
 }
 
 /// Warns once about each thing the nodes could not read of one lock's counters.

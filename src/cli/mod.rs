@@ -22,6 +22,7 @@ pub mod output;
 pub mod policies;
 pub mod release;
 pub mod run;
+pub mod serve;
 pub mod status;
 pub mod waiting;
 
@@ -56,7 +57,7 @@ its environment; with several -k, REDLOCK_KEYS and REDLOCK_FENCES too, one a lin
 
 Subcommands take their options after their name: redlock-run status -r URL -k KEY.
 To run a program named like a subcommand (status, list, release, history, metrics,
-check), put it after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARNING,
+check, serve), put it after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARNING,
 2 CRITICAL, 3 UNKNOWN (see redlock-run check --help).";
 
 /// Run a command while holding a named lock in Redis.
@@ -74,7 +75,7 @@ check), put it after --. `check` exits as a monitoring plugin does: 0 OK, 1 WARN
     subcommand_negates_reqs = true,
     override_usage = "redlock-run [OPTIONS] --key <KEY> -- <COMMAND> [ARGS]...\n       \
                       redlock-run [OPTIONS] --key <KEY> --shell <CMD>\n       \
-                      redlock-run <status|list|release|history|metrics|check> [OPTIONS]"
+                      redlock-run <status|list|release|history|metrics|check|serve> [OPTIONS]"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -208,7 +209,9 @@ fn stray_words_before_separator(
 }
 
 /// The subcommands' names, for a misspelt one.
-const SUBCOMMANDS: [&str; 6] = ["status", "list", "release", "history", "metrics", "check"];
+const SUBCOMMANDS: [&str; 7] = [
+    "status", "list", "release", "history", "metrics", "check", "serve",
+];
 
 /// A first word that is one or two letters off a subcommand's name (`stauts -k x`), which
 /// clap takes for a command to run and then asks for --key: the subcommand is suggested
@@ -320,6 +323,15 @@ pub enum Admin {
     /// interrupted, and dies of that signal (as tail -f does: 130 after Ctrl-C, 143 after
     /// SIGTERM).
     History(history::History),
+    /// A read-only HTTP server over every lock under the prefix: a board in the browser
+    /// (/), its JSON (/api/locks), /metrics for Prometheus and /healthz; runs until SIGTERM
+    /// or SIGINT (exit 0), or exits 125 when it cannot listen
+    ///
+    /// /metrics has the families and labels of `redlock-run metrics`, read when scraped.
+    /// Requests that come together are served from one read of Redis (SCAN, then pipelined
+    /// reads), reused for up to a second. Nothing can be changed through it. See
+    /// docs/monitoring.md for the routes, the JSON and the limits.
+    Serve(serve::Serve),
 }
 
 impl Admin {
@@ -332,6 +344,7 @@ impl Admin {
             Admin::Metrics(args) => &mut args.connection,
             Admin::Check(args) => &mut args.connection,
             Admin::History(args) => &mut args.connection,
+            Admin::Serve(args) => &mut args.connection,
         }
     }
 }

@@ -152,7 +152,7 @@ fn parse(args: &[String]) -> Option<Config> {
     let argv = std::iter::once("redlock-run").chain(args.iter().map(String::as_str));
     match Task::from_cli(Cli::parse_from_args(argv).ok()?).ok()? {
         Task::Run(config) => Some(*config),
-        Task::Admin(_) => None,
+        Task::Admin(_) | Task::Serve(_) => None,
     }
 }
 
@@ -229,7 +229,9 @@ proptest! {
                 prop_assert!(url.to_ascii_lowercase().starts_with("http"));
                 prop_assert_eq!(config.dry_run, dry_run);
             }
-            Ok(Task::Admin(_)) => prop_assert!(false, "{args:?} is not an admin command"),
+            Ok(Task::Admin(_) | Task::Serve(_)) => {
+                prop_assert!(false, "{args:?} is not an admin command")
+            }
             // clap quotes a value that does not fit its type (--max-skips), never the URL.
             Err(err) => prop_assert!(!err.contains("s3cret"), "{err}"),
         }

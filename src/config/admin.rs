@@ -91,6 +91,7 @@ impl AdminConfig {
                 let thresholds = Thresholds::from_args(&args)?;
                 (args.connection, AdminAction::Check { key, thresholds })
             }
+            Admin::Serve(_) => bail!("serve is not an admin subcommand (see Task::from_cli)"),
             Admin::History(cli::history::History {
                 key,
                 lines,

@@ -58,18 +58,24 @@ const PASSWORD_PIPE_TIMEOUT: Duration = Duration::from_secs(10);
 /// read, within [`PASSWORD_PIPE_TIMEOUT`] when it is not a regular file (a FIFO nobody
 /// writes to would block for ever), and a warning when every user may read it.
 fn read_password(file: &std::path::Path) -> Result<Password> {
+    read_secret_line(file, "--password-file", "password").map(Password)
+}
+
+/// The first line of the file given to `option` (`--password-file`, `--auth-file`), which
+/// holds `what`, read as [`read_password`] reads it.
+pub(super) fn read_secret_line(file: &std::path::Path, option: &str, what: &str) -> Result<String> {
     use std::os::unix::fs::PermissionsExt;
 
     let shown = file.display();
-    let metadata = std::fs::metadata(file)
-        .with_context(|| format!("cannot read the --password-file {shown}"))?;
+    let metadata =
+        std::fs::metadata(file).with_context(|| format!("cannot read the {option} {shown}"))?;
     if metadata.is_dir() {
-        bail!("cannot read the --password-file {shown}: it is a directory");
+        bail!("cannot read the {option} {shown}: it is a directory");
     }
     let mode = metadata.permissions().mode();
     if metadata.is_file() && mode & 0o004 != 0 {
         report::warn(format_args!(
-            "the --password-file {shown} can be read by every user of this machine (mode \
+            "the {option} {shown} can be read by every user of this machine (mode \
              {:04o}); make it readable by its owner only: chmod 600 {shown}",
             mode & 0o7777
         ));
@@ -88,37 +94,37 @@ fn read_password(file: &std::path::Path) -> Result<Password> {
                 .name("password-file".into())
                 .spawn(move || sent.send(first_line(&owned)))
         })
-        .with_context(|| format!("cannot read the --password-file {shown}"))?;
+        .with_context(|| format!("cannot read the {option} {shown}"))?;
         received.recv_timeout(PASSWORD_PIPE_TIMEOUT).map_err(|_| {
             anyhow::anyhow!(
-                "cannot read the --password-file {shown}: nothing came from it within {} \
+                "cannot read the {option} {shown}: nothing came from it within {} \
                  (a FIFO that nobody writes to?)",
                 humantime::format_duration(PASSWORD_PIPE_TIMEOUT)
             )
         })?
     }
-    .with_context(|| format!("cannot read the --password-file {shown}"))?;
+    .with_context(|| format!("cannot read the {option} {shown}"))?;
     let line = match bytes {
         FirstLine::Line(line) => line,
         FirstLine::TooLong => bail!(
-            "the --password-file {shown} has no line ending in its first {} KiB: its first \
-             line is the password",
+            "the {option} {shown} has no line ending in its first {} KiB: its first \
+             line is the {what}",
             PASSWORD_FILE_LIMIT / 1024
         ),
     };
     let line = String::from_utf8(line).map_err(|_| {
-        anyhow::anyhow!("the --password-file {shown} does not hold UTF-8 text in its first line")
+        anyhow::anyhow!("the {option} {shown} does not hold UTF-8 text in its first line")
     })?;
     if line.is_empty() {
-        bail!("the --password-file {shown} is empty: its first line is the password");
+        bail!("the {option} {shown} is empty: its first line is the {what}");
     }
     if line.contains(|c: char| c.is_control()) {
         bail!(
-            "the --password-file {shown} has a control character (a NUL, say) in its first \
-             line: its first line is the password, as text"
+            "the {option} {shown} has a control character (a NUL, say) in its first \
+             line: its first line is the {what}, as text"
         );
     }
-    Ok(Password(line))
+    Ok(line)
 }
 
 /// A file's first line, or the sign that it had none within the limit.

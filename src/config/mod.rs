@@ -36,9 +36,11 @@ mod lease;
 mod locks;
 mod observability;
 mod policies;
+mod serve;
 mod waiting;
 
 pub use locks::Locks;
+pub use serve::ServeConfig;
 
 #[derive(Debug)]
 pub struct Config {
@@ -97,6 +99,8 @@ pub struct Config {
 pub enum Task {
     Run(Box<Config>),
     Admin(Box<AdminConfig>),
+    /// `serve`: a server of its own (`crate::serve`).
+    Serve(Box<ServeConfig>),
 }
 
 impl Task {
@@ -110,6 +114,7 @@ impl Task {
                 (&config.redis, config.ping.as_ref())
             }
             Task::Admin(config) => (&config.redis, None),
+            Task::Serve(config) => (&config.redis, None),
         };
         // The ping URL, hidden like a password: from panics always, from `ps` when typed.
         let ping_pair = ping.map(|ping| (ping.url.as_given().to_string(), String::from("***")));
@@ -135,6 +140,9 @@ impl Task {
         let Some(admin) = cli.admin else {
             return Config::from_args(cli.run).map(|config| Task::Run(Box::new(config)));
         };
+        if let crate::cli::Admin::Serve(args) = admin {
+            return ServeConfig::from_args(args).map(|config| Task::Serve(Box::new(config)));
+        }
         AdminConfig::from_admin(admin).map(|config| Task::Admin(Box::new(config)))
     }
 }

@@ -11,6 +11,7 @@ fn config(args: &[&str]) -> Result<Config> {
     match Task::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))? {
         Task::Run(config) => Ok(*config),
         Task::Admin(admin) => panic!("parsed as {admin:?}"),
+        Task::Serve(serve) => panic!("parsed as {serve:?}"),
     }
 }
 
@@ -157,6 +158,7 @@ fn admin(args: &[&str]) -> Result<AdminConfig> {
     match Task::from_cli(Cli::try_parse_from(argv).expect("clap accepts"))? {
         Task::Admin(admin) => Ok(*admin),
         Task::Run(config) => panic!("parsed as {config:?}"),
+        Task::Serve(serve) => panic!("parsed as {serve:?}"),
     }
 }
 

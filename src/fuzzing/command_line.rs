@@ -9,7 +9,10 @@ use super::*;
 pub fn command_line(data: &[u8]) {
     let args = arguments(data);
     // `--password-file` reads a file: a fuzzer could name /dev/zero.
-    if args.iter().any(|arg| arg.contains("password-file")) {
+    if args
+        .iter()
+        .any(|arg| arg.contains("password-file") || arg.contains("auth-file"))
+    {
         return;
     }
     let first = parse_command_line(&args);
@@ -85,6 +88,7 @@ pub(super) fn parse_command_line(args: &[String]) -> String {
             let redis = match &task {
                 Task::Run(config) => &config.redis,
                 Task::Admin(config) => &config.redis,
+                Task::Serve(config) => &config.redis,
             };
             // What `ps` shows instead is the redacted form, whose hiding of every password
             // the backend's property tests check.

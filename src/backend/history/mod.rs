@@ -214,5 +214,46 @@ impl History {
     }
 }
 
+/// The last `count` events of `lock` on the nodes `links` (one, or a quorum's), oldest
+/// first, merged as [`History::recent`] merges them: for `serve`, which reads many locks
+/// over the connections it keeps. An error when too few nodes could be read.
+pub(in crate::backend) fn last_of(
+    links: &mut [Link],
+    lock: &Key,
+    count: usize,
+) -> Result<Vec<Entry>> {
+    let count = count.min(MAX_EVENTS);
+    let stream = record_keys(lock)[0].clone();
+    if let [link] = links {
+        let mut events = read_last(link, lock, &stream, count.max(1))?;
+        events.reverse();
+        return Ok(events);
+    }
+    let per_node = count * 2 + QUORUM_SLACK;
+    let reads = on_every_node(links, |link| read_last(link, lock, &stream, per_node));
+    let mut tally = Tally::new(reads.len());
+    let mut unread = 0;
+    for (index, read) in reads.into_iter().enumerate() {
+        match read {
+            Ok(entries) => {
+                for entry in entries {
+                    tally.count(index, entry);
+                }
+            }
+            Err(_) => unread += 1,
+        }
+    }
+    if links.len() - unread < tally.majority {
+        return Err(anyhow!(
+            "cannot read the history of {lock}: too few of the {} Redis nodes answered",
+            links.len()
+        ));
+    }
+    let mut events = tally.shown_now();
+    let skip = events.len().saturating_sub(count);
+    events.drain(..skip);
+    Ok(events)
+}
+
 #[cfg(test)]
 mod tests;

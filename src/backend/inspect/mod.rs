@@ -14,6 +14,7 @@ use super::connection::Link;
 use super::quorum::majority;
 use super::Deployment;
 
+mod board;
 mod counters;
 mod dry_run;
 mod list;

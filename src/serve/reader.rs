@@ -1,0 +1,236 @@
+//! The one thread that talks to Redis for the server: every request that needs Redis sends
+//! it a job and awaits the answer, so a slow or hostile client never holds a Redis
+//! connection, and Redis never holds the HTTP loop. Jobs that come together are answered
+//! from one read: the board's snapshot (every lock, its counters and last events, and the
+//! `/metrics` text made from them) is read once and reused for [`FRESH_FOR`]; a lock's
+//! page and `/healthz` are read for each job, one after another.
+
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Result};
+use tokio::sync::oneshot;
+
+use super::api;
+use crate::backend::inspect::{Inspector, Verdict};
+use crate::backend::Key;
+use crate::config::ServeConfig;
+use crate::report;
+
+/// How long a snapshot is served before Redis is read again: the board fetches every 2 s,
+/// Prometheus every 15 s or more.
+pub const FRESH_FOR: Duration = Duration::from_secs(1);
+
+/// The most locks one snapshot reads; past it the board says `"truncated": true`.
+pub const MAX_LOCKS: usize = 20_000;
+
+/// How many events of each lock the board shows.
+pub const BOARD_EVENTS: usize = 5;
+
+/// One read of every lock under the prefix, as the board and `/metrics` answer it.
+pub struct Snapshot {
+    pub read_at: Instant,
+    /// `/api/locks`' body.
+    pub api: String,
+    /// `/metrics`' body, or why the counters could not be read.
+    pub metrics: Result<String, String>,
+}
+
+/// What a request asks of Redis.
+enum Job {
+    Board(oneshot::Sender<Result<Arc<Snapshot>, String>>),
+    /// A lock's full key: its page's JSON, `None` when nothing is known of it.
+    Lock(Key, oneshot::Sender<Result<Option<String>, String>>),
+    Health(oneshot::Sender<Result<(), String>>),
+}
+
+/// The way to the reader thread.
+#[derive(Clone)]
+pub struct Reader {
+    jobs: Sender<Job>,
+    /// How long a request waits for its answer.
+    patience: Duration,
+}
+
+impl Reader {
+    /// Starts the thread; it connects on its first job.
+    pub fn spawn(config: &ServeConfig) -> Result<Reader> {
+        let inspector = Inspector::open(&config.redis, config.redis_timeout)?;
+        let (jobs, received) = std::sync::mpsc::channel();
+        let prefix = config.prefix.clone();
+        let mut thread = Thread {
+            inspector,
+            prefix,
+            snapshot: None,
+            failing: false,
+        };
+        // Signals are the loop's (see `serve::stop`): this thread takes none.
+        crate::signals::spawn_deaf(|| {
+            std::thread::Builder::new()
+                .name("redis-reader".into())
+                .spawn(move || thread.serve(&received))
+        })
+        .map_err(|err| anyhow!("cannot start the Redis reader: {err}"))?;
+        Ok(Reader {
+            jobs,
+            // Every command waits up to the Redis timeout; a snapshot of many locks sends a
+            // few rounds of them, and jobs queue behind one another.
+            patience: config.redis_timeout * 4 + Duration::from_secs(5),
+        })
+    }
+
+    pub async fn board(&self) -> Result<Arc<Snapshot>, String> {
+        self.ask(Job::Board).await
+    }
+
+    pub async fn lock(&self, key: Key) -> Result<Option<String>, String> {
+        self.ask(|reply| Job::Lock(key, reply)).await
+    }
+
+    pub async fn health(&self) -> Result<(), String> {
+        self.ask(Job::Health).await
+    }
+
+    async fn ask<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
+    ) -> Result<T, String> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(job(reply))
+            .map_err(|_| String::from("the Redis reader has stopped"))?;
+        match tokio::time::timeout(self.patience, answer).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(String::from("the Redis reader has stopped")),
+            Err(_) => Err(format!(
+                "Redis did not answer within {}",
+                report::duration(self.patience)
+            )),
+        }
+    }
+}
+
+struct Thread {
+    inspector: Inspector,
+    prefix: Key,
+    snapshot: Option<Arc<Snapshot>>,
+    /// Whether the last read failed: a failure is logged once, and so is the recovery.
+    failing: bool,
+}
+
+impl Thread {
+    fn serve(&mut self, jobs: &Receiver<Job>) {
+        while let Ok(first) = jobs.recv() {
+            let mut pending = vec![first];
+            pending.extend(jobs.try_iter());
+            let mut boards = Vec::new();
+            for job in pending {
+                match job {
+                    Job::Board(reply) => boards.push(reply),
+                    Job::Lock(key, reply) => {
+                        let answer = self.lock(&key);
+                        let _ = reply.send(answer);
+                    }
+                    Job::Health(reply) => {
+                        let answer = self.inspector.ping();
+                        self.note(answer.as_ref().err().map(String::as_str));
+                        let _ = reply.send(answer);
+                    }
+                }
+            }
+            if boards.is_empty() {
+                continue;
+            }
+            let answer = self.board();
+            for reply in boards {
+                let _ = reply.send(answer.clone());
+            }
+        }
+    }
+
+    /// The snapshot, read again when older than [`FRESH_FOR`].
+    fn board(&mut self) -> Result<Arc<Snapshot>, String> {
+        if let Some(snapshot) = &self.snapshot {
+            if snapshot.read_at.elapsed() < FRESH_FOR {
+                return Ok(Arc::clone(snapshot));
+            }
+        }
+        let read =
+            read_snapshot(&mut self.inspector, &self.prefix).map_err(|err| format!("{err:#}"));
+        self.note(read.as_ref().err().map(String::as_str));
+        let snapshot = Arc::new(read?);
+        self.snapshot = Some(Arc::clone(&snapshot));
+        Ok(snapshot)
+    }
+
+    fn lock(&mut self, key: &Key) -> Result<Option<String>, String> {
+        let read = api::lock_page(&mut self.inspector, &self.prefix, key, now_ms())
+            .map_err(|err| format!("{err:#}"));
+        self.note(read.as_ref().err().map(String::as_str));
+        read
+    }
+
+    /// One line when Redis stops answering, one when it answers again.
+    fn note(&mut self, failure: Option<&str>) {
+        match (failure, self.failing) {
+            (Some(why), false) => report::error(&anyhow!("cannot read Redis: {why}")),
+            (None, true) => report::info_as(
+                report::LogEvent::Info,
+                &[],
+                format_args!("Redis answers again"),
+            ),
+            _ => {}
+        }
+        self.failing = failure.is_some();
+    }
+}
+
+/// Every lock under `prefix`: SCAN, then each lock's slots, counters and last events.
+fn read_snapshot(inspector: &mut Inspector, prefix: &Key) -> Result<Snapshot> {
+    let (mut names, failed) = inspector.list(prefix, true);
+    if failed.len() >= inspector.majority() {
+        let why: Vec<String> = failed
+            .iter()
+            .map(|(at, err)| format!("{at}: {err}"))
+            .collect();
+        return Err(anyhow!("cannot list the locks: {}", why.join("; ")));
+    }
+    let truncated = names.len() > MAX_LOCKS;
+    names.truncate(MAX_LOCKS);
+    let mut views = inspector.read_all(&names);
+    let counters = inspector.counters(&names);
+    for (view, nodes) in views.iter_mut().zip(&counters) {
+        crate::admin::date_holders(view, nodes);
+    }
+    if let Some(view) = views.iter().find(|view| view.verdict() == Verdict::Unknown) {
+        return Err(anyhow!(
+            "cannot read {}: too few Redis nodes answered to tell whether it is held",
+            view.key
+        ));
+    }
+    let events = inspector.last_events(&names, BOARD_EVENTS);
+    let metrics = crate::admin::metrics::exposition(prefix, &views, &counters)
+        .map_err(|err| format!("{err:#}"));
+    let api = api::board(
+        inspector,
+        prefix,
+        &views,
+        &counters,
+        &events,
+        truncated,
+        now_ms(),
+    );
+    Ok(Snapshot {
+        read_at: Instant::now(),
+        api,
+        metrics,
+    })
+}
+
+/// This machine's clock, ms since the epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
+}
