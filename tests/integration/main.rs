@@ -6,6 +6,7 @@ mod browser;
 mod check;
 mod cluster;
 mod completions;
+mod dashboard;
 mod docs;
 mod dry_run;
 mod errors;
