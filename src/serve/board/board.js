@@ -30,7 +30,8 @@
 
   function duration(ms) {
     if (typeof ms !== "number" || !isFinite(ms)) return "?";
-    const s = Math.max(0, Math.floor(ms / 1000));
+    if (ms < 10000) return (Math.max(0, ms) / 1000).toFixed(1) + "s";
+    const s = Math.floor(ms / 1000);
     if (s < 60) return s + "s";
     if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
     if (s < 86400) return Math.floor(s / 3600) + "h " + Math.floor((s % 3600) / 60) + "m";
@@ -76,14 +77,15 @@
     if (!holders.length) return "—";
     return el("ul", { class: "plain" }, holders.map((h) =>
       el("li", {}, who(h), " ", el("span", { class: "dim" }, "for " + duration(h.held_for_ms)),
-        h.mode ? el("span", { class: "dim" }, " · " + h.mode) : null)));
+        h.mode === "shared" ? el("span", { class: "dim" }, " · " + h.mode) : null)));
   }
 
   function waitingCell(lock, now) {
     const queue = lock.queue || [];
     if (queue.length) {
       return el("ol", { class: "queue" }, queue.map((w) =>
-        el("li", {}, who(w), typeof w.since_ms === "number"
+        el("li", {}, w.host !== undefined || w.pid !== undefined ? who(w) : "a run",
+          typeof w.since_ms === "number"
           ? el("span", { class: "dim" }, " waiting " + duration(now - w.since_ms)) : null)));
     }
     const n = lock.waiters || 0;
@@ -155,6 +157,13 @@
       " held · prefix " + (data.prefix || "") + " · read " + iso(now));
   }
 
+  // A counter as a reader wants it: times as times, durations as durations.
+  function counter(name, value) {
+    if (value === null || value === undefined) return "—";
+    if (typeof value !== "number" || !/_ms(_sum)?$/.test(name)) return String(value);
+    return value > 1e12 ? iso(value) : duration(value);
+  }
+
   function drawLock(data) {
     const now = typeof data.read_at_ms === "number" ? data.read_at_ms : Date.now();
     document.getElementById("name").textContent = String(data.name);
@@ -162,7 +171,7 @@
     document.querySelector("#locks tbody").replaceChildren(lockRow(data, now, false));
     const counters = data.counters || {};
     document.getElementById("counters").replaceChildren(...Object.keys(counters).map((k) =>
-      el("div", { "data-counter": k }, el("dt", {}, k), el("dd", {}, JSON.stringify(counters[k])))));
+      el("div", { "data-counter": k }, el("dt", {}, k), el("dd", {}, counter(k, counters[k])))));
     const history = (data.history || []).slice().reverse();
     document.querySelector("#history tbody").replaceChildren(...(history.length ? history.map((ev) =>
       el("tr", { "data-event": ev.event === null ? "" : String(ev.event) },
