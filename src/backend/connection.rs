@@ -411,6 +411,23 @@ fn with_asking(command: &Cmd) -> redis::Pipeline {
 }
 
 impl Session<'_> {
+    /// Sends `commands` in one write and reads every reply (a pipeline), to the session's
+    /// node: for reads of many locks on one server, never a cluster (whose keys live on
+    /// many nodes, and which redirects). A command's own error reply (`NOSCRIPT`,
+    /// `WRONGTYPE`) is its entry's and fails none of the others.
+    pub(super) fn pipelined(
+        &mut self,
+        commands: Vec<Cmd>,
+    ) -> Result<Vec<RedisResult<redis::Value>>> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for command in commands {
+            pipe.add_command(command);
+        }
+        self.send(None, |connection, _| pipe.query(connection))?
+            .map_err(|(err, node)| self.describe(err, &node))
+    }
+
     /// Runs the script of `call` with its keys and arguments, and reads its reply.
     pub(super) fn run<C: Call>(&mut self, call: &C) -> Result<C::Reply> {
         let keys = call.keys();

@@ -30,6 +30,7 @@ mod replace;
 mod resources;
 mod secrets;
 mod sentinel;
+mod serve;
 mod servers;
 mod signals;
 mod stop_timeout;

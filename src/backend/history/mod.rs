@@ -27,7 +27,7 @@ use super::connection::Link;
 use super::error::describe_error;
 use super::layout::{queue_keys, record_keys, Key};
 use super::{on_every_node, Deployment};
-use read::read_last;
+use read::{read_last, read_last_of_many};
 use tally::Tally;
 
 /// The most events `history -n` shows.
@@ -211,6 +211,32 @@ impl History {
             .get(rank - 1)
             .copied()
             .ok_or_else(|| anyhow!("no Redis node to read"))
+    }
+}
+
+/// The last `count` events of each of `locks`, oldest first, as [`last_of`] reads them:
+/// on one server (not a cluster), in pipelines of many locks.
+pub(in crate::backend) fn last_of_many(
+    links: &mut [Link],
+    locks: &[Key],
+    count: usize,
+) -> Vec<Result<Vec<Entry>, String>> {
+    let count = count.min(MAX_EVENTS);
+    match links {
+        [link] if !link.is_cluster() => read_last_of_many(link, locks, count.max(1))
+            .into_iter()
+            .map(|read| {
+                read.map(|mut events| {
+                    events.reverse();
+                    events
+                })
+                .map_err(|err| format!("{err:#}"))
+            })
+            .collect(),
+        _ => locks
+            .iter()
+            .map(|lock| last_of(links, lock, count).map_err(|err| format!("{err:#}")))
+            .collect(),
     }
 }
 

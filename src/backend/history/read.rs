@@ -12,7 +12,7 @@ use super::{Entry, MAX_EVENTS};
 use crate::backend::connection::Link;
 use crate::backend::error::describe_error;
 use crate::backend::inspect::read_peek;
-use crate::backend::layout::Key;
+use crate::backend::layout::{record_keys, Key};
 use crate::backend::scripts::Peek;
 
 /// The longest one blocking read waits before it is sent again.
@@ -105,4 +105,52 @@ fn refused(
         "{stream} on {node} holds {kind}, not a stream: it is not the history of the lock \
          {lock} (another application's key?); nothing was read from it"
     )
+}
+
+/// The last `count` entries of each of `locks`' streams on `link`, newest first: one
+/// pipeline of `XREVRANGE` for many locks of one server (not a cluster). Once the server
+/// has failed, the rest show that failure.
+pub(super) fn read_last_of_many(
+    link: &mut Link,
+    locks: &[Key],
+    count: usize,
+) -> Vec<Result<Vec<Entry>>> {
+    let mut read: Vec<Result<Vec<Entry>>> = Vec::with_capacity(locks.len());
+    for chunk in locks.chunks(crate::backend::inspect::BATCH) {
+        let streams: Vec<Key> = chunk
+            .iter()
+            .map(|lock| record_keys(lock)[0].clone())
+            .collect();
+        let commands = streams
+            .iter()
+            .map(|stream| {
+                let mut command = redis::cmd("XREVRANGE");
+                command
+                    .arg(stream)
+                    .arg("+")
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(count);
+                command
+            })
+            .collect();
+        let replies = match link.call(None, |session| session.pipelined(commands)) {
+            Ok(replies) => replies,
+            Err(err) => {
+                let err = format!("{err:#}");
+                while read.len() < locks.len() {
+                    read.push(Err(anyhow!("{err}")));
+                }
+                return read;
+            }
+        };
+        let node = link.display().to_string();
+        for ((lock, stream), reply) in chunk.iter().zip(&streams).zip(replies) {
+            read.push(match reply {
+                Ok(reply) => Ok(entries_of(reply)),
+                Err(err) => Err(refused(link, lock, stream, err, &node)),
+            });
+        }
+    }
+    read
 }

@@ -7,7 +7,7 @@ use anyhow::Result;
 use super::Inspector;
 use crate::backend::connection::Link;
 use crate::backend::error::describe_error;
-use crate::backend::history::{last_of, Entry};
+use crate::backend::history::{last_of_many, Entry};
 use crate::backend::layout::{queue_keys, Key};
 
 /// The most queued waiters listed for one lock (the count is always whole).
@@ -36,20 +36,9 @@ impl Inspector {
     }
 
     /// The last `count` events of each of `keys`, oldest first (a quorum's merged as
-    /// `history` merges them). Once a single server has failed, it is not asked again.
+    /// `history` merges them; one server's read in pipelines).
     pub fn last_events(&mut self, keys: &[Key], count: usize) -> Vec<Result<Vec<Entry>, String>> {
-        let mut read = Vec::with_capacity(keys.len());
-        for key in keys {
-            match last_of(&mut self.links, key, count) {
-                Ok(events) => read.push(Ok(events)),
-                Err(err) if !self.is_quorum() => {
-                    read.resize(keys.len(), Err(format!("{err:#}")));
-                    break;
-                }
-                Err(err) => read.push(Err(format!("{err:#}"))),
-            }
-        }
-        read
+        last_of_many(&mut self.links, keys, count)
     }
 
     /// When each of the first [`QUEUE_SHOWN`] queued waiters of `key` arrived (ms, the

@@ -10,6 +10,9 @@ impl Inspector {
     /// server's clock), per key, one result per node. A node that fails is not asked again.
     pub fn counters(&mut self, keys: &[Key]) -> Vec<Vec<Result<NodeCounters, String>>> {
         let per_node = self.on_every_node(|link| {
+            if !link.is_cluster() {
+                return super::batch::read_counters_of(link, keys);
+            }
             let mut read = Vec::with_capacity(keys.len());
             for key in keys {
                 let call = read_counters(key);

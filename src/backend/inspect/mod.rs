@@ -14,6 +14,7 @@ use super::connection::Link;
 use super::quorum::majority;
 use super::Deployment;
 
+mod batch;
 mod board;
 mod counters;
 mod dry_run;
@@ -21,6 +22,7 @@ mod list;
 mod release;
 mod view;
 
+pub use batch::BATCH;
 pub use dry_run::DryAsk;
 pub use release::{Forced, ReleasePlan};
 pub(crate) use view::read_peek;

@@ -54,6 +54,9 @@ impl Inspector {
     /// failure for the rest of the keys.
     pub fn read_all(&mut self, keys: &[Key]) -> Vec<LockView> {
         let per_node = self.on_every_node(|link| {
+            if !link.is_cluster() {
+                return super::batch::read_locks(link, keys);
+            }
             let mut read = Vec::with_capacity(keys.len());
             for key in keys {
                 match read_lock(link, key) {
@@ -170,7 +173,7 @@ impl Slot {
 
 /// The held slots of the lock at `key` (empty when free): slot 1, and with a semaphore
 /// (its `{K}:limit` key, or a holder's value, says how many slots) the others.
-fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
+pub(super) fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
     let declared = peek(link, &limit_key(key))?
         .and_then(|limit| {
             String::from_utf8(limit.value?)

@@ -78,6 +78,19 @@ pub(super) trait Call {
     fn argv(&self) -> Vec<Vec<u8>>;
 }
 
+/// `EVALSHA` of `call`'s script with its keys and arguments, to be sent in a pipeline
+/// (`Session::pipelined`); a server that lacks the script answers `NOSCRIPT` to it alone.
+pub(super) fn evalsha<C: Call>(call: &C) -> redis::Cmd {
+    let keys = call.keys();
+    let mut command = redis::cmd("EVALSHA");
+    command
+        .arg(C::SCRIPT.sha1)
+        .arg(keys.len())
+        .arg(&keys)
+        .arg(call.argv());
+    command
+}
+
 /// A flag as the scripts take it: `'1'` or `'0'`.
 fn flag(on: bool) -> Vec<u8> {
     if on { b"1" } else { b"0" }.to_vec()
