@@ -91,7 +91,8 @@ pub struct Cli {
     /// object a line with the fields time (RFC 3339, UTC, milliseconds), level (error,
     /// warn, info, debug), event (acquired, started, renewed, released, summary, busy,
     /// wait_timeout, superseded, not_started, already_done, waiting, lost, max_runtime,
-    /// replaced, stop_timeout, usage, error, warning, internal_error, step), key and fence
+    /// replaced, stop_timeout, usage, error, warning, internal_error, step; serve's
+    /// listening and stopped), key and fence
     /// once known, exit_code,
     /// waited_ms, held_ms and renewals where they apply, and message, the text line without
     /// its prefix. Both are redacted and escaped alike: no password, and control characters

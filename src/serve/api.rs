@@ -14,7 +14,8 @@ use crate::backend::history::{Entry, MAX_EVENTS};
 use crate::backend::inspect::{Inspector, LockView, Slot, Verdict};
 use crate::backend::{shown, Key};
 
-/// `/api/locks`: every lock read, sorted by name (the SCAN's order, sorted).
+/// `/api/locks`: every lock read, sorted by name (the SCAN's order, sorted). Each lock is
+/// written out as soon as it is built: only one lock's JSON tree exists at a time.
 pub fn board(
     inspector: &mut Inspector,
     prefix: &Key,
@@ -24,7 +25,15 @@ pub fn board(
     truncated: bool,
     read_at_ms: u64,
 ) -> String {
-    let mut locks = Vec::with_capacity(views.len());
+    let mut out = text(&json!({
+        "read_at_ms": read_at_ms,
+        "prefix": shown(prefix.as_bytes()),
+        "truncated": truncated,
+    }));
+    // `{…}` becomes `{…,"locks":[`.
+    out.pop();
+    out.push_str(",\"locks\":[");
+    let mut first = true;
     for ((view, nodes), events) in views.iter().zip(counters).zip(events) {
         let merged = LockCounters::merge(nodes).ok();
         let events = events.as_ref().map(Vec::as_slice).unwrap_or_default();
@@ -35,15 +44,15 @@ pub fn board(
             Vec::new()
         };
         if let Some(lock) = lock_json(prefix, view, merged.as_ref(), events, &queue) {
-            locks.push(lock);
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push_str(&text(&lock));
         }
     }
-    text(&json!({
-        "read_at_ms": read_at_ms,
-        "prefix": shown(prefix.as_bytes()),
-        "locks": locks,
-        "truncated": truncated,
-    }))
+    out.push_str("]}");
+    out
 }
 
 /// `/api/locks/NAME`: the lock at `key` with its whole history and its counters; `None`
@@ -76,13 +85,6 @@ pub fn lock_page(
     let Some(mut lock) = lock_json(prefix, &view, Some(&merged), recent, &queue) else {
         return Ok(None);
     };
-    if history.is_empty()
-        && lock["holders"].as_array().is_some_and(Vec::is_empty)
-        && !merged.recorded
-        && merged.waiters == 0
-    {
-        return Ok(None);
-    }
     if let Some(fields) = lock.as_object_mut() {
         let history: Vec<Value> = history.iter().map(|entry| event(entry, key)).collect();
         fields.insert("history".into(), Value::Array(history));
@@ -246,14 +248,11 @@ fn counters_json(view: &LockView, merged: &LockCounters) -> Value {
 
 /// `value` as text, with `<`, `>` and `&` escaped (they occur only inside strings).
 fn text(value: &Value) -> String {
-    let mut out = String::new();
-    for ch in value.to_string().chars() {
-        match ch {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
-            ch => out.push(ch),
-        }
+    let text = value.to_string();
+    if !text.contains(['<', '>', '&']) {
+        return text;
     }
-    out
+    text.replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
 }

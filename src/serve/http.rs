@@ -73,12 +73,16 @@ async fn route(request: &Request<Incoming>, shared: &Shared) -> Answer {
             Ok(()) => plain(StatusCode::OK, "ok\n"),
             Err(why) => plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{why}\n")),
         },
-        "/metrics" => match shared.reader.board().await.map(|s| s.metrics.clone()) {
+        "/metrics" => match shared.reader.metrics().await.map(|s| s.metrics.clone()) {
             Ok(Ok(text)) => fresh(StatusCode::OK, PROMETHEUS, text),
             Ok(Err(why)) | Err(why) => plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{why}\n")),
         },
         "/api/locks" => match shared.reader.board().await {
-            Ok(snapshot) => fresh(StatusCode::OK, JSON, snapshot.api.clone()),
+            Ok(snapshot) => fresh(
+                StatusCode::OK,
+                JSON,
+                snapshot.api.clone().unwrap_or_default(),
+            ),
             Err(why) => failure(StatusCode::SERVICE_UNAVAILABLE, &why),
         },
         _ => {

@@ -2,7 +2,8 @@
 //! it a job and awaits the answer, so a slow or hostile client never holds a Redis
 //! connection, and Redis never holds the HTTP loop. Jobs that come together are answered
 //! from one read: the board's snapshot (every lock, its counters and last events, and the
-//! `/metrics` text made from them) is read once and reused for [`FRESH_FOR`]; a lock's
+//! `/metrics` text made from them; without the events and the JSON when only `/metrics`
+//! asked) is read once and reused for [`FRESH_FOR`]; a lock's
 //! page and `/healthz` are read for each job, one after another.
 
 use std::sync::mpsc::{Receiver, Sender};
@@ -31,15 +32,20 @@ pub const BOARD_EVENTS: usize = 5;
 /// One read of every lock under the prefix, as the board and `/metrics` answer it.
 pub struct Snapshot {
     pub read_at: Instant,
-    /// `/api/locks`' body.
-    pub api: String,
+    /// `/api/locks`' body; `None` in a snapshot read for `/metrics` alone, which reads no
+    /// history and builds no JSON.
+    pub api: Option<String>,
     /// `/metrics`' body, or why the counters could not be read.
     pub metrics: Result<String, String>,
 }
 
 /// What a request asks of Redis.
 enum Job {
-    Board(oneshot::Sender<Result<Arc<Snapshot>, String>>),
+    /// `api`: for `/api/locks` (else for `/metrics` alone).
+    Board {
+        api: bool,
+        reply: oneshot::Sender<Result<Arc<Snapshot>, String>>,
+    },
     /// A lock's full key: its page's JSON, `None` when nothing is known of it.
     Lock(Key, oneshot::Sender<Result<Option<String>, String>>),
     Health(oneshot::Sender<Result<(), String>>),
@@ -80,8 +86,14 @@ impl Reader {
         })
     }
 
+    /// A snapshot with `/api/locks`' body.
     pub async fn board(&self) -> Result<Arc<Snapshot>, String> {
-        self.ask(Job::Board).await
+        self.ask(|reply| Job::Board { api: true, reply }).await
+    }
+
+    /// A snapshot with `/metrics`' body (and `/api/locks`' when one was read for both).
+    pub async fn metrics(&self) -> Result<Arc<Snapshot>, String> {
+        self.ask(|reply| Job::Board { api: false, reply }).await
     }
 
     pub async fn lock(&self, key: Key) -> Result<Option<String>, String> {
@@ -125,9 +137,13 @@ impl Thread {
             let mut pending = vec![first];
             pending.extend(jobs.try_iter());
             let mut boards = Vec::new();
+            let mut api = false;
             for job in pending {
                 match job {
-                    Job::Board(reply) => boards.push(reply),
+                    Job::Board { api: wanted, reply } => {
+                        api |= wanted;
+                        boards.push(reply);
+                    }
                     Job::Lock(key, reply) => {
                         let answer = self.lock(&key);
                         let _ = reply.send(answer);
@@ -142,22 +158,23 @@ impl Thread {
             if boards.is_empty() {
                 continue;
             }
-            let answer = self.board();
+            let answer = self.board(api);
             for reply in boards {
                 let _ = reply.send(answer.clone());
             }
         }
     }
 
-    /// The snapshot, read again when older than [`FRESH_FOR`].
-    fn board(&mut self) -> Result<Arc<Snapshot>, String> {
+    /// The snapshot, read again when older than [`FRESH_FOR`] or, for `api`, read for
+    /// `/metrics` alone.
+    fn board(&mut self, api: bool) -> Result<Arc<Snapshot>, String> {
         if let Some(snapshot) = &self.snapshot {
-            if snapshot.read_at.elapsed() < FRESH_FOR {
+            if snapshot.read_at.elapsed() < FRESH_FOR && (snapshot.api.is_some() || !api) {
                 return Ok(Arc::clone(snapshot));
             }
         }
         let read =
-            read_snapshot(&mut self.inspector, &self.prefix).map_err(|err| format!("{err:#}"));
+            read_snapshot(&mut self.inspector, &self.prefix, api).map_err(|err| format!("{err:#}"));
         self.note(read.as_ref().err().map(String::as_str));
         let snapshot = Arc::new(read?);
         self.snapshot = Some(Arc::clone(&snapshot));
@@ -186,8 +203,9 @@ impl Thread {
     }
 }
 
-/// Every lock under `prefix`: SCAN, then each lock's slots, counters and last events.
-fn read_snapshot(inspector: &mut Inspector, prefix: &Key) -> Result<Snapshot> {
+/// Every lock under `prefix`: SCAN, then each lock's slots and counters, and with `api`
+/// its last events.
+fn read_snapshot(inspector: &mut Inspector, prefix: &Key, api: bool) -> Result<Snapshot> {
     let (mut names, failed) = inspector.list(prefix, true);
     if failed.len() >= inspector.majority() {
         let why: Vec<String> = failed
@@ -209,18 +227,20 @@ fn read_snapshot(inspector: &mut Inspector, prefix: &Key) -> Result<Snapshot> {
             view.key
         ));
     }
-    let events = inspector.last_events(&names, BOARD_EVENTS);
     let metrics = crate::admin::metrics::exposition(prefix, &views, &counters)
         .map_err(|err| format!("{err:#}"));
-    let api = api::board(
-        inspector,
-        prefix,
-        &views,
-        &counters,
-        &events,
-        truncated,
-        now_ms(),
-    );
+    let api = api.then(|| {
+        let events = inspector.last_events(&names, BOARD_EVENTS);
+        api::board(
+            inspector,
+            prefix,
+            &views,
+            &counters,
+            &events,
+            truncated,
+            now_ms(),
+        )
+    });
     Ok(Snapshot {
         read_at: Instant::now(),
         api,

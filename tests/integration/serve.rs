@@ -397,7 +397,7 @@ fn sigterm_stops_it_with_a_line() {
     assert!(events[1]["message"].as_str().unwrap().contains("SIGTERM"));
 }
 
-/// Requests that come together are answered from one read: as many SCANs as one request
+/// Scrapes that come together are answered from one read: as many SCANs as one scrape
 /// makes.
 #[test]
 fn concurrent_requests_share_one_read() {
@@ -426,12 +426,8 @@ fn concurrent_requests_share_one_read() {
             let (many, barrier) = (&many, &barrier);
             scope.spawn(move || {
                 barrier.wait();
-                let path = if at % 2 == 0 {
-                    "/metrics"
-                } else {
-                    "/api/locks"
-                };
-                assert_eq!(many.get(path).status, 200);
+                let _ = at;
+                assert_eq!(many.get("/metrics").status, 200);
             });
         }
     });

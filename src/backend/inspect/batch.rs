@@ -1,7 +1,7 @@
 //! Reading many locks of one server in few round trips, for `list`, `metrics` and `serve`:
-//! the scripts `status` runs for one lock (`peek.lua`, `counters.lua`) sent for
-//! [`BATCH`] locks at a time in one pipeline, each reply read as the one-lock read reads
-//! it. What a pipeline cannot settle is read again lock by lock the usual way: a server
+//! the scripts `status` runs for one lock (`peek.lua`, `counters.lua`; a plain `GET` of a
+//! semaphore's `{K}:limit`) sent for [`BATCH`] locks at a time in one pipeline, each reply
+//! read as the one-lock read reads it. What a pipeline cannot settle is read again lock by lock the usual way: a server
 //! that lacks a script (`NOSCRIPT`, loaded then), a semaphore (its other slots). Not for a
 //! cluster, whose keys live on many nodes: its locks are read one by one.
 
@@ -24,12 +24,9 @@ pub(super) fn read_locks(link: &mut Link, keys: &[Key]) -> Vec<Result<Vec<Slot>,
         let commands = chunk
             .iter()
             .flat_map(|key| {
-                [
-                    evalsha(&Peek {
-                        key: limit_key(key),
-                    }),
-                    evalsha(&Peek { key: key.clone() }),
-                ]
+                let mut limit = redis::cmd("GET");
+                limit.arg(limit_key(key));
+                [limit, evalsha(&Peek { key: key.clone() })]
             })
             .collect();
         let replies = match link.call(None, |session| session.pipelined(commands)) {
@@ -41,13 +38,11 @@ pub(super) fn read_locks(link: &mut Link, keys: &[Key]) -> Vec<Result<Vec<Slot>,
         };
         let mut replies = replies.into_iter();
         for key in chunk {
-            let limit = peeked(&limit_key(key), replies.next());
+            let limit = declared_limit(replies.next());
             let first = peeked(key, replies.next());
             let slots = match (limit, first) {
                 // A mutex, as nearly every lock is: its one slot says it all.
-                (Some(limit), Some(first))
-                    if declared_limit(limit.as_ref()) <= 1 && slot_limit(first.as_ref()) <= 1 =>
-                {
+                (Some(limit), Some(first)) if limit <= 1 && slot_limit(first.as_ref()) <= 1 => {
                     Ok(first.into_iter().collect())
                 }
                 _ => read_lock(link, key).map_err(|err| format!("{err:#}")),
@@ -71,12 +66,19 @@ fn peeked(key: &Key, reply: Option<redis::RedisResult<redis::Value>>) -> Option<
     Some(read_peek(key, reply))
 }
 
-/// The limit a semaphore's `{K}:limit` key declares (1 without one).
-fn declared_limit(limit: Option<&Slot>) -> u64 {
-    limit
-        .and_then(|slot| std::str::from_utf8(slot.value.as_deref()?).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(1)
+/// The limit a semaphore's `{K}:limit` key declares, from `GET`: 1 without one; `None`
+/// for a reply to read again the usual way (a key of another type).
+fn declared_limit(reply: Option<redis::RedisResult<redis::Value>>) -> Option<u64> {
+    match reply?.ok()? {
+        redis::Value::Nil => Some(1),
+        redis::Value::BulkString(text) => Some(
+            std::str::from_utf8(&text)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+                .unwrap_or(1),
+        ),
+        _ => None,
+    }
 }
 
 /// The limit the holder of slot 1 took the lock with (1 for a mutex or a foreign value).
