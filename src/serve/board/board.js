@@ -216,7 +216,7 @@
         return;
       }
       if (response.status === 404 && page === "lock") {
-        setStatus("not-found", "no such lock: " + (await reason(response)));
+        setStatus("not-found", "not found: " + (await reason(response)));
       } else if (response.status === 503) {
         setStatus("redis-unreachable", "Redis unreachable: " + (await reason(response)));
       } else if (!response.ok) {
