@@ -63,10 +63,12 @@ impl Reader {
     /// Starts the thread; it connects on its first job.
     pub fn spawn(config: &ServeConfig) -> Result<Reader> {
         let inspector = Inspector::open(&config.redis, config.redis_timeout)?;
+        let histories = Inspector::open(&config.redis, config.redis_timeout)?;
         let (jobs, received) = std::sync::mpsc::channel();
         let prefix = config.prefix.clone();
         let mut thread = Thread {
             inspector,
+            histories,
             prefix,
             snapshot: None,
             failing: false,
@@ -125,6 +127,9 @@ impl Reader {
 
 struct Thread {
     inspector: Inspector,
+    /// Connections of their own for the board's events, read while `inspector` reads the
+    /// locks and their counters: Redis answers one while this thread parses the other.
+    histories: Inspector,
     prefix: Key,
     snapshot: Option<Arc<Snapshot>>,
     /// Whether the last read failed: a failure is logged once, and so is the recovery.
@@ -173,8 +178,8 @@ impl Thread {
                 return Ok(Arc::clone(snapshot));
             }
         }
-        let read =
-            read_snapshot(&mut self.inspector, &self.prefix, api).map_err(|err| format!("{err:#}"));
+        let read = read_snapshot(&mut self.inspector, &mut self.histories, &self.prefix, api)
+            .map_err(|err| format!("{err:#}"));
         self.note(read.as_ref().err().map(String::as_str));
         let snapshot = Arc::new(read?);
         self.snapshot = Some(Arc::clone(&snapshot));
@@ -205,7 +210,12 @@ impl Thread {
 
 /// Every lock under `prefix`: SCAN, then each lock's slots and counters, and with `api`
 /// its last events.
-fn read_snapshot(inspector: &mut Inspector, prefix: &Key, api: bool) -> Result<Snapshot> {
+fn read_snapshot(
+    inspector: &mut Inspector,
+    histories: &mut Inspector,
+    prefix: &Key,
+    api: bool,
+) -> Result<Snapshot> {
     let (mut names, failed) = inspector.list(prefix, true);
     if failed.len() >= inspector.majority() {
         let why: Vec<String> = failed
@@ -216,8 +226,14 @@ fn read_snapshot(inspector: &mut Inspector, prefix: &Key, api: bool) -> Result<S
     }
     let truncated = names.len() > MAX_LOCKS;
     names.truncate(MAX_LOCKS);
-    let mut views = inspector.read_all(&names);
-    let counters = inspector.counters(&names);
+    let (mut views, counters, events) = std::thread::scope(|scope| {
+        let events = api.then(|| scope.spawn(|| histories.last_events(&names, BOARD_EVENTS)));
+        let views = inspector.read_all(&names);
+        let counters = inspector.counters(&names);
+        // A panic there is a bug; the release build aborts on it.
+        let events = events.map(|read| read.join().unwrap_or_default());
+        (views, counters, events)
+    });
     for (view, nodes) in views.iter_mut().zip(&counters) {
         crate::admin::date_holders(view, nodes);
     }
@@ -229,8 +245,7 @@ fn read_snapshot(inspector: &mut Inspector, prefix: &Key, api: bool) -> Result<S
     }
     let metrics = crate::admin::metrics::exposition(prefix, &views, &counters)
         .map_err(|err| format!("{err:#}"));
-    let api = api.then(|| {
-        let events = inspector.last_events(&names, BOARD_EVENTS);
+    let api = events.map(|events| {
         api::board(
             inspector,
             prefix,
