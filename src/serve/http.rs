@@ -25,6 +25,8 @@ const INDEX: &str = include_str!("board/index.html");
 const LOCK: &str = include_str!("board/lock.html");
 const SCRIPT: &str = include_str!("board/board.js");
 const STYLE: &str = include_str!("board/board.css");
+/// The pages' icon: without one, a browser asks for /favicon.ico and logs the 404.
+const ICON: &str = include_str!("board/board.svg");
 
 const HTML: &str = "text/html; charset=utf-8";
 const JSON: &str = "application/json";
@@ -66,6 +68,7 @@ async fn route(request: &Request<Incoming>, shared: &Shared) -> Answer {
         "/" => page(HTML, INDEX),
         "/board.js" => page("text/javascript; charset=utf-8", SCRIPT),
         "/board.css" => page("text/css; charset=utf-8", STYLE),
+        "/board.svg" => page("image/svg+xml", ICON),
         "/healthz" => match shared.reader.health().await {
             Ok(()) => plain(StatusCode::OK, "ok\n"),
             Err(why) => plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{why}\n")),

@@ -2,9 +2,11 @@
 //! `redis-server` (see `support`), so tests run in parallel and never skip.
 
 mod acl;
+mod browser;
 mod check;
 mod cluster;
 mod completions;
+mod dashboard;
 mod docs;
 mod dry_run;
 mod errors;

@@ -10,7 +10,8 @@
 //!   [`stats`] the counters it reads, seeded by hand.
 //!
 //! The fixtures of a few test modules are reached by path instead: [`deployments`]
-//! (Sentinel and Cluster), [`proxy`] (the fault proxy) and [`history`] (the overlap checker).
+//! (Sentinel and Cluster), [`proxy`] (the fault proxy), [`history`] (the overlap checker)
+//! and [`browser`] (`serve` and headless Chromium).
 //!
 //! Tests never skip: a missing `redis-server`, `redis-cli`, `openssl` or `script` is a hard
 //! failure with an install hint, so a green run always means the suite really ran.
@@ -20,6 +21,7 @@
 
 use std::time::Duration;
 
+pub mod browser;
 mod certs;
 pub mod deployments;
 mod exposition;
