@@ -299,8 +299,10 @@ fn healthz_follows_redis() {
     });
     let down = last.unwrap();
     assert!(!down.body.trim().is_empty(), "503 without a reason");
-    let log = served.running.stderr_so_far();
-    assert!(log.contains("cannot read Redis"), "{log}");
+    // The 503 may be answered before the reader thread's log line is written: wait for it.
+    wait_until(Duration::from_secs(30), "the error to be logged", || {
+        served.running.stderr_so_far().contains("cannot read Redis")
+    });
 }
 
 #[test]
