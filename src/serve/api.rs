@@ -136,6 +136,7 @@ fn lock_json(
         .collect();
     Some(json!({
         "name": shown(name),
+        "path": super::http::percent_encoded(name),
         "key": shown(view.key.as_bytes()),
         "state": state,
         "limit": limit,

@@ -284,6 +284,32 @@ fn api_and_metrics_show_every_lock_escaped_and_without_tokens() {
 }
 
 #[test]
+fn a_lock_of_any_bytes_is_reached_through_its_path() {
+    let server = RedisServer::start();
+    // A name no URL or JSON string carries as it is: a slash, a newline, a byte that is
+    // not UTF-8, a backslash (the escaped `name` cannot be told from the raw one).
+    let name: &[u8] = b"a/b\n\xff\\x";
+    let mut key = b"redlock:".to_vec();
+    key.extend_from_slice(name);
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("another application's value")
+        .arg("PX")
+        .arg(90_000)
+        .query(&mut server.connection())
+        .unwrap();
+    let served = Served::start(&server, &[]);
+    let board = served.get("/api/locks").json();
+    let lock = &board["locks"][0];
+    assert_eq!(lock["path"], "a%2Fb%0A%FF%5Cx", "{board:#}");
+    let page = served.get(&format!("/api/locks/{}", lock["path"].as_str().unwrap()));
+    assert_eq!(page.status, 200, "{page:?}");
+    let page = page.json();
+    assert_eq!(page["name"], lock["name"], "{page:#}");
+    assert_eq!(page["state"], "held", "{page:#}");
+}
+
+#[test]
 fn healthz_follows_redis() {
     let mut server = RedisServer::start();
     let served = Served::start(&server, &["--redis-timeout", "1s"]);

@@ -126,7 +126,7 @@
     const skips = lock.consecutive_skips || 0;
     return el("tr", { "data-lock": name, class: "state-" + lock.state },
       el("th", { scope: "row", "data-label": "lock" },
-        linked ? el("a", { href: "/lock/" + encodeURIComponent(name) }, name) : name),
+        linked ? el("a", { href: "/lock/" + (lock.path || encodeURIComponent(name)) }, name) : name),
       el("td", { "data-label": "state", "data-field": "state" },
         el("span", { class: "badge " + lock.state }, stateText(lock))),
       el("td", { "data-label": "held by", "data-field": "holders" }, holdersCell(lock)),
