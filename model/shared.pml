@@ -47,7 +47,7 @@
 #endif
 /* What the implementation should do where SHARED.md is read as written, and broken ones. */
 #ifndef FIX_AHEAD
-#define FIX_AHEAD 0     /* a share joins a group unless an exclusive waiter is queued AHEAD of it */
+#define FIX_AHEAD 1     /* a share joins a group unless an exclusive waiter is queued AHEAD of it (0: SHARED.md as first written: unless one is queued at all) */
 #endif
 #ifndef ADMIT_PAST_WRITER
 #define ADMIT_PAST_WRITER 0 /* broken: a share joins a group with an exclusive waiter queued */
