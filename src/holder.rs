@@ -146,6 +146,11 @@ impl Blocker {
             (None, ahead) if ahead > 1 => {
                 format!("free, but {ahead} waiters are ahead in the fair queue")
             }
+            // --shared: kept out by an exclusive run queued first (acquire_shared.lua).
+            (Some(holder), _) if holder.starts_with(br#"{"waiting":"exclusive","#) => format!(
+                "kept for an exclusive run that is waiting: {}",
+                newer_run(Some(holder))
+            ),
             (holder, _) => format!("held by {}", describe(holder.as_deref())),
         }
     }

@@ -29,6 +29,7 @@ mod resources;
 mod secrets;
 mod sentinel;
 mod servers;
+mod shared;
 mod signals;
 mod stop_timeout;
 mod supersede;

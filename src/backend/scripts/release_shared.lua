@@ -1,0 +1,66 @@
+-- Give up this holder's share (--shared); the last share's release deletes the group and
+-- wakes the waiters at the queue's head (one exclusive, or the leading shared ones).
+-- KEYS[1] lock: the lock's own key, K, holding the group's value (see `is_group`)
+-- KEYS[2] shares: the shares (see acquire_shared.lua)
+-- KEYS[3] expiries: when each share's lease ends
+-- KEYS[4] queue: the waiters' queue
+-- KEYS[5] woken: the woken waiters (see `wake_next`)
+-- KEYS[6] queue_shared: the queued waiters that wait in shared mode
+-- KEYS[7] replace: a takeover asked for by --replace (see `drop_waiter`)
+-- ARGV[1] identity: the leading bytes of this holder's value
+-- ARGV[2] token: this holder's token
+-- ARGV[3] release_channel: the channel every waiter also listens on
+-- ARGV[4] keep_ms: milliseconds left of --min-hold (0: none): the share is kept that long
+-- ARGV[5] notice: the message announcing this release; '' to wake no one
+-- ARGV[6] wake_prefix: the prefix of a waiter's own channel (its token follows)
+-- ARGV[7] grace_ms: how long a woken waiter has to try before it counts as gone
+-- ARGV[8] sharded: '1' to publish on sharded channels (a Redis Cluster), '0' not
+-- Returns release.lua's reply: {outcome, repaired, 0, 0, ''}; outcome 1 released, 2 kept
+-- until the --min-hold mark, 0 when the share was already gone, 3 when released but the
+-- announcement was refused.
+local lock, shares, expiries = KEYS[1], KEYS[2], KEYS[3]
+local now = now_ms()
+local function answer(outcome)
+  return {outcome, repaired, 0, 0, ''}
+end
+prune_shares(shares, expiries, now)
+local mine = call('HGET', shares, ARGV[2])
+if not is_group(read(lock)) or not mine or string.sub(mine, 1, #ARGV[1]) ~= ARGV[1] then
+  return answer(0)
+end
+local keep = tonumber(ARGV[4])
+if keep > 0 then
+  call('ZADD', expiries, 'XX', now + keep, ARGV[2])
+  for _, key in ipairs({lock, shares, expiries}) do
+    if call('PTTL', key) < keep then
+      call('PEXPIRE', key, keep)
+    end
+  end
+  return answer(2)
+end
+call('HDEL', shares, ARGV[2])
+call('ZREM', expiries, ARGV[2])
+if call('ZCARD', expiries) > 0 then
+  -- Others still hold shares: the group lives as long as the longest of them.
+  local last = call('ZRANGE', expiries, -1, -1, 'WITHSCORES')
+  local left = math.max(math.floor(tonumber(last[2]) - now), 1)
+  for _, key in ipairs({lock, shares, expiries}) do
+    call('PEXPIRE', key, left)
+  end
+  return answer(1)
+end
+call('DEL', lock, shares, expiries)
+if ARGV[5] == '' then
+  return answer(1)
+end
+local grace = tonumber(ARGV[7])
+local woke = wake_next(KEYS[4], KEYS[5], ARGV[6], ARGV[8], ARGV[5], grace, now, nil, KEYS[7])
+if woke then
+  wake_readers(KEYS[4], KEYS[5], KEYS[6], ARGV[6], ARGV[8], ARGV[5], grace, now, woke)
+  return answer(1)
+end
+local published = publish(ARGV[8], ARGV[3], ARGV[5])
+if type(published) == 'table' and published.err then
+  return answer(3)
+end
+return answer(1)
