@@ -13,7 +13,7 @@ use std::fs;
 use std::path::Path;
 
 /// Every script but the prelude, which each of them starts with.
-const SCRIPTS: [&str; 12] = [
+const SCRIPTS: [&str; 13] = [
     "acquire",
     "renew",
     "release",
@@ -26,6 +26,7 @@ const SCRIPTS: [&str; 12] = [
     "acquire_shared",
     "renew_shared",
     "release_shared",
+    "peek_shares",
 ];
 
 fn main() {

@@ -61,6 +61,9 @@ pub struct Job {
     pub shared: bool,
 
     /// Take the lock in exclusive mode: the default, for scripts that spell it out
+    ///
+    /// The holder excludes every other holder, shared (--shared) or exclusive, as flock -x
+    /// does. The command gets REDLOCK_MODE=exclusive. Refused together with --shared.
     #[arg(short = 'x', long)]
     pub exclusive: bool,
 

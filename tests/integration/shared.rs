@@ -343,3 +343,78 @@ fn a_reply_cut_in_a_shared_acquisition_leaves_no_stray_share() {
         }
     }
 }
+
+#[test]
+fn status_and_list_show_every_shared_holder_and_its_mode() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-status");
+    let shared = |label: &str| server.cmd().args(["-k", "k", "--shared", "--label", label]);
+    let a = hold(shared("reader-one"), &dir, "a");
+    let b = hold(shared("reader-two"), &dir, "b");
+    server
+        .cmd()
+        .args(["status", "-k", "k"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("redlock:k held by 2 shared holders:")
+        .assert_stdout_contains("reader-one")
+        .assert_stdout_contains("reader-two");
+    let out = server.cmd().args(["status", "-k", "k", "--json"]).run();
+    out.assert_code(0);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout_str()).expect("JSON");
+    let holders = json["holders"].as_array().expect("holders");
+    let mut tokens: Vec<&str> = holders
+        .iter()
+        .map(|holder| {
+            assert_eq!(holder["mode"], "shared", "{holder}");
+            holder["token"].as_str().expect("a token")
+        })
+        .collect();
+    tokens.sort_unstable();
+    let (ta, tb) = (dir.read("a.token"), dir.read("b.token"));
+    let mut wanted = vec![ta.trim(), tb.trim()];
+    wanted.sort_unstable();
+    assert_eq!(tokens, wanted);
+    let list = server.cmd().arg("list").run();
+    list.assert_code(0)
+        .assert_stdout_contains("redlock:k held by 2 shared holders:");
+    assert!(
+        !list.stdout_str().contains(":shares"),
+        "{}",
+        list.stdout_str()
+    );
+    for holder in [a, b] {
+        holder.let_go();
+        holder.wait().assert_code(0);
+    }
+    // An exclusive holder's mode.
+    let x = hold(server.cmd().args(["-k", "k"]), &dir, "x");
+    let out = server.cmd().args(["status", "-k", "k", "--json"]).run();
+    let json: serde_json::Value = serde_json::from_str(&out.stdout_str()).expect("JSON");
+    assert_eq!(json["holders"][0]["mode"], "exclusive");
+    x.let_go();
+    x.wait().assert_code(0);
+}
+
+/// `release --force` takes out every share; each holder exits 76, and a waiting exclusive
+/// run is woken at once (the shares' TTL is long).
+#[test]
+fn a_forced_release_of_a_shared_lock_takes_out_every_share_and_wakes_the_writer() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-forced");
+    let shared = || server.cmd().args(["-k", "k", "--shared", "--ttl", "60s"]);
+    let a = hold(shared(), &dir, "a");
+    let b = hold(shared(), &dir, "b");
+    let (mut x, x_ready) = start_waiting(&dir, "x", server.cmd().args(["-k", "k"]));
+    wait_until(START, "X queued", || queued(&server) == 1);
+    server
+        .cmd()
+        .args(["release", "-k", "k", "--force"])
+        .run()
+        .assert_code(0);
+    x.wait_for_file(&x_ready, START);
+    let_go(&dir, "x");
+    x.wait().assert_code(0);
+    a.wait_within(Duration::from_secs(90)).assert_code(76);
+    b.wait_within(Duration::from_secs(90)).assert_code(76);
+}

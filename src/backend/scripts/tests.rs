@@ -200,6 +200,14 @@ fn every_script_type_matches_its_header() {
         &Peek { key: key("k") },
     );
     check(
+        "peek_shares.lua",
+        include_str!("peek_shares.lua"),
+        &PeekShares {
+            shares: key("{k}:shares"),
+            expiries: key("{k}:shares:exp"),
+        },
+    );
+    check(
         "raise_fence.lua",
         include_str!("raise_fence.lua"),
         &RaiseFence {
