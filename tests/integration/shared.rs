@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::support::deployments::{Cluster, SentinelSet};
 use crate::support::*;
 
 /// How long a holder's job may take to start once it is due: generous, for a loaded machine.
@@ -417,4 +418,56 @@ fn a_forced_release_of_a_shared_lock_takes_out_every_share_and_wakes_the_writer(
     x.wait().assert_code(0);
     a.wait_within(Duration::from_secs(90)).assert_code(76);
     b.wait_within(Duration::from_secs(90)).assert_code(76);
+}
+
+/// Readers, a writer that waits and a reader behind it, on a deployment whose lock lives on
+/// `node` (`cmd` names it): the writer is woken by the last share's release (the shares'
+/// TTL is long), and the reader behind it by the writer's.
+fn readers_and_a_writer_on(cmd: &dyn Fn() -> Wrapper, node: &dyn Fn() -> i64, dir: &TempDir) {
+    let shared = || cmd().args(["-k", "k", "--shared", "--ttl", "60s"]);
+    let a = hold(shared(), dir, "a");
+    let b = hold(shared(), dir, "b");
+    let (mut x, x_ready) = start_waiting(dir, "x", cmd().args(["-k", "k", "--ttl", "60s"]));
+    wait_until(START, "X queued", || node() == 1);
+    shared()
+        .args(["--no-wait", "--", "true"])
+        .run()
+        .assert_code(75)
+        .assert_stderr_contains("kept for an exclusive run that is waiting");
+    let (mut c, c_ready) = start_waiting(dir, "c", shared());
+    wait_until(START, "C queued", || node() == 2);
+    for holder in [a, b] {
+        holder.let_go();
+        holder.wait().assert_code(0);
+    }
+    x.wait_for_file(&x_ready, START);
+    assert!(!c_ready.exists(), "C ran beside the exclusive holder");
+    let_go(dir, "x");
+    c.wait_for_file(&c_ready, START);
+    let_go(dir, "c");
+    x.wait().assert_code(0);
+    c.wait().assert_code(0);
+}
+
+#[test]
+fn shared_mode_works_in_a_redis_cluster() {
+    let cluster = Cluster::start();
+    let dir = TempDir::new("shared-cluster");
+    let owner = &cluster.nodes[cluster.owner_of("redlock:k")];
+    readers_and_a_writer_on(
+        &|| cluster.cmd(),
+        &|| owner.query::<i64>(&["ZCARD", "{redlock:k}:queue"]),
+        &dir,
+    );
+}
+
+#[test]
+fn shared_mode_works_behind_sentinel() {
+    let set = SentinelSet::start();
+    let dir = TempDir::new("shared-sentinel");
+    readers_and_a_writer_on(
+        &|| set.cmd(),
+        &|| set.master.query::<i64>(&["ZCARD", "{redlock:k}:queue"]),
+        &dir,
+    );
 }
