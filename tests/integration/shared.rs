@@ -384,6 +384,11 @@ fn status_and_list_show_every_shared_holder_and_its_mode() {
         "{}",
         list.stdout_str()
     );
+    // `metrics` counts every share as a holder.
+    let out = server.cmd().arg("metrics").run();
+    out.assert_code(0);
+    let m = Exposition::parse(&out.stdout_str());
+    assert_eq!(m.value("redlock_run_holders", &[("key", "k")]), Some(2.0));
     for holder in [a, b] {
         holder.let_go();
         holder.wait().assert_code(0);
@@ -470,4 +475,50 @@ fn shared_mode_works_behind_sentinel() {
         &|| set.master.query::<i64>(&["ZCARD", "{redlock:k}:queue"]),
         &dir,
     );
+}
+
+/// Each share's acquisition and release is in the lock's history, marked shared; a
+/// `--no-wait` shared run kept out is recorded as `busy`.
+#[test]
+fn history_records_each_share_and_marks_it_shared() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-history");
+    let a = hold(
+        server.cmd().args(["-k", "k", "--shared", "--label", "r1"]),
+        &dir,
+        "a",
+    );
+    server
+        .cmd()
+        .args(["-k", "k", "--shared", "--label", "r2", "--", "true"])
+        .run()
+        .assert_code(0);
+    a.let_go();
+    a.wait().assert_code(0);
+    let writer = hold(server.cmd().args(["-k", "k"]), &dir, "w");
+    server
+        .cmd()
+        .args(["-k", "k", "-s", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(75);
+    writer.let_go();
+    writer.wait().assert_code(0);
+    let out = server.cmd().args(["history", "-k", "k"]).run();
+    out.assert_code(0);
+    let text = out.stdout_str();
+    let shared = |event: &str| {
+        text.lines()
+            .filter(|line| line.contains(&format!(" {event}: ")) && line.contains("(shared)"))
+            .count()
+    };
+    assert_eq!(shared("acquired"), 2, "{text}");
+    assert_eq!(shared("released"), 2, "{text}");
+    assert_eq!(shared("busy"), 1, "{text}");
+    let json = server.cmd().args(["history", "-k", "k", "--json"]).run();
+    let modes = json
+        .stdout_str()
+        .lines()
+        .filter(|line| line.contains("\"mode\":\"shared\""))
+        .count();
+    assert_eq!(modes, 5, "{}", json.stdout_str());
 }

@@ -114,10 +114,11 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
         return Ok(Forced::Changed);
     };
     let [queue, woken] = queue_keys(lock_key);
-    if slot.shared {
-        return force_release_share(link, lock_key, value, queue, woken);
-    }
     let [history_key, stats_key] = record_keys(lock_key);
+    if slot.shared {
+        let records = [history_key, stats_key];
+        return force_release_share(link, lock_key, value, [queue, woken], records);
+    }
     let force = ForceRelease {
         slot: slot.key.clone(),
         queue,
@@ -146,8 +147,8 @@ fn force_release_share(
     link: &mut Link,
     lock_key: &Key,
     value: &[u8],
-    queue: Key,
-    woken: Key,
+    [queue, woken]: [Key; 2],
+    [history_key, stats_key]: [Key; 2],
 ) -> Result<Forced> {
     let Some(token) = Holder::parse(value).and_then(|holder| holder.token) else {
         return Ok(Forced::Changed);
@@ -165,6 +166,14 @@ fn force_release_share(
         channels: Channels::of(lock_key, link.is_cluster()),
         keep_for: None,
         grace: std::time::Duration::from_secs(30),
+        recording: RecordArgs {
+            history_key,
+            stats_key,
+            max: Recording::DEFAULT_HISTORY,
+        },
+        event: "forced",
+        exit_code: None,
+        value: String::new(),
     };
     let released = link.call(None, |session| Ok(session.run(&release)?.released))?;
     Ok(match released {

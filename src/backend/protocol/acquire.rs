@@ -69,6 +69,9 @@ impl SingleRedis {
             channels: self.channels.clone(),
             listening: self.listening,
             arrival_ms: self.lock.arrival_ms,
+            recording: acquire.recording.clone(),
+            waited,
+            final_try: self.lock.recording.final_try,
         });
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.

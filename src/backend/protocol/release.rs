@@ -71,6 +71,10 @@ impl SingleRedis {
             keep_for,
             notice: notice.to_string(),
             grace: self.lock.ttl,
+            recording: release.recording.clone(),
+            event: if ending.is_some() { "released" } else { "" },
+            exit_code: ending.and_then(|ending| ending.exit_code),
+            value: release.value.clone(),
         });
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent

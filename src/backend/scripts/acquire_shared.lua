@@ -9,6 +9,8 @@
 -- KEYS[7] queue_shared: the queued waiters that wait in shared mode (hash: token -> '1');
 --          a queued token not in it is exclusive
 -- KEYS[8] waiting: the queued waiters' values (see acquire.lua)
+-- KEYS[9] history: the lock's history (see `record_to` in prelude.lua)
+-- KEYS[10] stats: the lock's counters (see `record_to`)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -17,17 +19,25 @@
 -- ARGV[6] listening: '1' when this waiter listens for its wake-up, and so joins the queue
 -- ARGV[7] arrival_ms: when this waiter joined, in ms since the epoch; '0': now
 -- ARGV[8] sharded: '1' to publish on sharded channels (a Redis Cluster), '0' not
+-- ARGV[9] history: --history, the most entries the history keeps; '0' records nothing
+-- ARGV[10] waited_ms: how long this run has waited so far, in ms
+-- ARGV[11] final: '1' when a busy answer is this run's last (it does not wait): recorded
+--          as `busy`, a skip
 -- Returns acquire.lua's reply: {1, 1, fence, 0, ...} when this holder now has a share;
 --   {0, pttl, holder, 0, ...} when it must wait (holder: the exclusive holder's value, or,
 --   for an exclusive waiter queued ahead of it, which new shares wait behind, that one's
 --   value with '"waiting":"exclusive"' first); {4, 0, counter, 0, ...} when the fence counter is too
---   large.
+--   large; each with acquire.lua's last elements (skips after a `busy` recorded, the
+--   recording's flags and refused commands).
 local lock, shares, expiries, fence_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local queue, woken, shared = KEYS[5], KEYS[6], KEYS[7]
 local identity, metadata, token, prefix = ARGV[1], ARGV[2], ARGV[4], ARGV[5]
 local ttl = tonumber(ARGV[3])
+record_to(KEYS[9], KEYS[10], ARGV[9])
+local skips = -1
 local function reply(status, number, text)
-  return {status, number, text, 0, repaired, '', '0', 0, -1, 0, ''}
+  local flags, refused = recorded()
+  return {status, number, text, 0, repaired, '', '0', 0, skips, flags, refused}
 end
 local now = now_ms()
 local live = prune_shares(shares, expiries, now)
@@ -74,6 +84,9 @@ local function wait_in_queue(pttl, holder)
         call('PEXPIRE', key, keep)
       end
     end
+  end
+  if ARGV[11] == '1' then
+    skips = record_skip('busy', token, identity .. metadata)
   end
   return reply(0, pttl, holder)
 end
@@ -154,4 +167,9 @@ if not group then
   call('SET', lock, '{"token":"' .. token .. ':shared","fence":' .. fence .. metadata, 'PX', ttl)
 end
 extend(ttl)
+record_event('acquired', 'token', token, 'fence', fence, 'holder', value, 'waited_ms',
+  ARGV[10])
+count('acquired')
+count('wait_ms_sum', tonumber(ARGV[10]) or 0)
+count('wait_count')
 return reply(1, 1, fence)

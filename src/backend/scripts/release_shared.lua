@@ -7,6 +7,8 @@
 -- KEYS[5] woken: the woken waiters (see `wake_next`)
 -- KEYS[6] queue_shared: the queued waiters that wait in shared mode
 -- KEYS[7] replace: a takeover asked for by --replace (see `drop_waiter`)
+-- KEYS[8] history: the lock's history (see `record_to` in prelude.lua)
+-- KEYS[9] stats: the lock's counters (see `record_to`)
 -- ARGV[1] identity: the leading bytes of this holder's value
 -- ARGV[2] token: this holder's token
 -- ARGV[3] release_channel: the channel every waiter also listens on
@@ -15,17 +17,29 @@
 -- ARGV[6] wake_prefix: the prefix of a waiter's own channel (its token follows)
 -- ARGV[7] grace_ms: how long a woken waiter has to try before it counts as gone
 -- ARGV[8] sharded: '1' to publish on sharded channels (a Redis Cluster), '0' not
--- Returns release.lua's reply: {outcome, repaired, 0, 0, ''}; outcome 1 released, 2 kept
+-- ARGV[9] history: --history (see acquire.lua); '0' records nothing
+-- ARGV[10] event: what ended the share, recorded: 'released', 'forced' (`release --force`),
+--          '' nothing (an attempt letting go of what it took); a share found gone is
+--          recorded as `lost` unless '' or 'forced'
+-- ARGV[11] exit_code: the command's status as redlock-run reports it; '' when unknown
+-- ARGV[12] value: this holder's value, for a loss's record
+-- Returns release.lua's reply: {outcome, repaired, 0, flags, refused}; outcome 1 released, 2 kept
 -- until the --min-hold mark, 0 when the share was already gone, 3 when released but the
 -- announcement was refused.
 local lock, shares, expiries = KEYS[1], KEYS[2], KEYS[3]
 local now = now_ms()
+record_to(KEYS[8], KEYS[9], ARGV[9])
 local function answer(outcome)
-  return {outcome, repaired, 0, 0, ''}
+  local flags, refused = recorded()
+  return {outcome, repaired, 0, flags, refused}
 end
 prune_shares(shares, expiries, now)
 local mine = call('HGET', shares, ARGV[2])
 if not is_group(read(lock)) or not mine or string.sub(mine, 1, #ARGV[1]) ~= ARGV[1] then
+  if ARGV[10] == 'released' then
+    record_event('lost', 'token', ARGV[2], 'holder', ARGV[12], 'exit_code', ARGV[11])
+    count('lost')
+  end
   return answer(0)
 end
 local keep = tonumber(ARGV[4])
@@ -40,6 +54,10 @@ if keep > 0 then
 end
 call('HDEL', shares, ARGV[2])
 call('ZREM', expiries, ARGV[2])
+if ARGV[10] ~= '' then
+  record_event(ARGV[10], 'token', ARGV[2], 'fence', string.match(mine, '"fence":(%d+)'),
+    'holder', mine, 'exit_code', ARGV[11])
+end
 if call('ZCARD', expiries) > 0 then
   -- Others still hold shares: the group lives as long as the longest of them.
   local last = call('ZRANGE', expiries, -1, -1, 'WITHSCORES')

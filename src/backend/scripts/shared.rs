@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::common::RecordArgs;
 use super::renew::RenewReply;
 use super::{flag, millis, number, Call, LuaScript};
 use super::{AcquireReply, ReleaseReply, ACQUIRE_SHARED, RELEASE_SHARED, RENEW_SHARED};
@@ -28,6 +29,12 @@ pub(in crate::backend) struct AcquireShared {
     pub channels: Channels,
     pub listening: bool,
     pub arrival_ms: Option<u64>,
+    /// Where the lock's history and counters go.
+    pub recording: RecordArgs,
+    /// How long this run has waited so far.
+    pub waited: Duration,
+    /// Whether a busy answer is this run's last (it does not wait): recorded as `busy`.
+    pub final_try: bool,
 }
 
 impl Call for AcquireShared {
@@ -42,6 +49,8 @@ impl Call for AcquireShared {
         "6 woken",
         "7 queue_shared",
         "8 waiting",
+        "9 history",
+        "10 stats",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -52,6 +61,9 @@ impl Call for AcquireShared {
         "listening",
         "arrival_ms",
         "sharded",
+        "history",
+        "waited_ms",
+        "final",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -65,6 +77,8 @@ impl Call for AcquireShared {
             self.woken.clone(),
             queue_shared,
             self.waiting_key.clone(),
+            self.recording.history_key.clone(),
+            self.recording.stats_key.clone(),
         ]
     }
 
@@ -78,6 +92,9 @@ impl Call for AcquireShared {
             flag(self.listening),
             number(self.arrival_ms.unwrap_or(0)),
             self.channels.sharded_arg().to_vec(),
+            number(self.recording.max),
+            millis(self.waited),
+            flag(self.final_try),
         ]
     }
 }
@@ -124,6 +141,14 @@ pub(in crate::backend) struct ReleaseShared {
     pub keep_for: Option<Duration>,
     pub notice: String,
     pub grace: Duration,
+    /// Where the lock's history and counters go.
+    pub recording: RecordArgs,
+    /// What ended the share, recorded: `released`, `forced`; empty records nothing.
+    pub event: &'static str,
+    /// The command's status, when known.
+    pub exit_code: Option<u8>,
+    /// This holder's value, for a loss's record.
+    pub value: String,
 }
 
 impl Call for ReleaseShared {
@@ -137,6 +162,8 @@ impl Call for ReleaseShared {
         "5 woken",
         "6 queue_shared",
         "7 replace",
+        "8 history",
+        "9 stats",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -147,6 +174,10 @@ impl Call for ReleaseShared {
         "wake_prefix",
         "grace_ms",
         "sharded",
+        "history",
+        "event",
+        "exit_code",
+        "value",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -159,6 +190,8 @@ impl Call for ReleaseShared {
             self.woken.clone(),
             queue_shared,
             self.replace_key.clone(),
+            self.recording.history_key.clone(),
+            self.recording.stats_key.clone(),
         ]
     }
 
@@ -174,6 +207,10 @@ impl Call for ReleaseShared {
             self.channels.wake_prefix.as_bytes().to_vec(),
             millis(self.grace),
             self.channels.sharded_arg().to_vec(),
+            number(self.recording.max),
+            self.event.as_bytes().to_vec(),
+            self.exit_code.map_or_else(Vec::new, number),
+            self.value.clone().into_bytes(),
         ]
     }
 }

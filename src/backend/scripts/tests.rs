@@ -267,6 +267,13 @@ fn every_script_type_matches_its_header() {
             channels: channels(false),
             listening: true,
             arrival_ms: None,
+            recording: RecordArgs {
+                history_key: key("{k}:history"),
+                stats_key: key("{k}:stats"),
+                max: 100,
+            },
+            waited: second,
+            final_try: false,
         },
     );
     check(
@@ -295,6 +302,14 @@ fn every_script_type_matches_its_header() {
             keep_for: None,
             notice: String::from("n"),
             grace: second,
+            recording: RecordArgs {
+                history_key: key("{k}:history"),
+                stats_key: key("{k}:stats"),
+                max: 100,
+            },
+            event: "released",
+            exit_code: Some(0),
+            value: String::new(),
         },
     );
 }
