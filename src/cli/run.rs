@@ -55,8 +55,8 @@ pub struct Job {
     /// they exit 75, naming it), so a writer is never starved; its release wakes every shared
     /// waiter at once. Each shared holder has its own token, fence and lease, and loses only
     /// its own share. The command gets REDLOCK_MODE=shared (else exclusive). Not with --limit
-    /// above 1, several -k, several --redis, --replace, --supersede, --fair, --once,
-    /// --once-per or --dry-run. See docs/resources.md.
+    /// above 1, several -k, several --redis, --replace, --supersede, --fair, --once-per or
+    /// --dry-run. See docs/resources.md.
     #[arg(short = 's', long)]
     pub shared: bool,
 

@@ -40,6 +40,8 @@ pub struct Asked {
     pub supersede: bool,
     pub fair: bool,
     pub once: bool,
+    /// `--once-per` (also counted in `once`).
+    pub once_per: bool,
     pub dry_run: bool,
     /// `-s/--shared`, `-x/--exclusive`.
     pub shared: bool,
@@ -78,9 +80,9 @@ pub fn shared(keys: usize, asked: &Asked) -> Result<()> {
             "shared waiters already start in the queue's order, behind any exclusive one",
         ),
         (
-            asked.once,
-            "--once and --once-per",
-            "several shared holders would do the same work together",
+            asked.once_per,
+            "--once-per",
+            "its record is per firing; use --once ID",
         ),
         (
             asked.dry_run,

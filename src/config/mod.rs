@@ -159,6 +159,7 @@ impl Config {
             supersede: args.policies.supersede,
             fair: args.waiting.fair,
             once: args.policies.once.is_some() || args.policies.once_per.is_some(),
+            once_per: args.policies.once_per.is_some(),
             dry_run: args.output.dry_run,
             shared: args.job.shared,
             exclusive: args.job.exclusive,

@@ -236,7 +236,7 @@ fn shared_usage_errors_exit_125_before_any_redis_command() {
         (&["-s", "-x"], "--shared cannot be used with --exclusive"),
         (&["-s", "--limit", "2"], "--limit above 1"),
         (&["-s", "-k", "b"], "several -k/--key"),
-        (&["-s", "--once", "id"], "--once"),
+        (&["-s", "--once-per", "1h"], "--once-per"),
         (&["-s", "--fair"], "--fair"),
         (&["-s", "--replace"], "--replace"),
         (&["-s", "--supersede", "--wait", "1s"], "--supersede"),
@@ -521,4 +521,34 @@ fn history_records_each_share_and_marks_it_shared() {
         .filter(|line| line.contains("\"mode\":\"shared\""))
         .count();
     assert_eq!(modes, 5, "{}", json.stdout_str());
+}
+
+/// `--once` with `--shared`: a share whose command succeeded records the work; a later
+/// shared (or exclusive) run with the same ID exits 0 without running; a failure records
+/// nothing.
+#[test]
+fn a_shared_once_run_records_its_work_and_the_next_one_skips_it() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-once");
+    let ran = dir.join("ran");
+    let run = |id: &str, code: i32| {
+        server
+            .cmd()
+            .args(["-k", "k", "--shared", "--once", id, "--", "sh", "-c"])
+            .arg(format!("echo x >> '{}'; exit {code}", ran.display()))
+            .run()
+    };
+    run("fail", 3).assert_code(3);
+    run("fail", 0).assert_code(0);
+    run("fail", 0).assert_code(0);
+    run("ok", 0).assert_code(0);
+    run("ok", 0).assert_code(0);
+    server
+        .cmd()
+        .args(["-k", "k", "--once", "ok", "--", "sh", "-c"])
+        .arg(format!("echo x >> '{}'", ran.display()))
+        .run()
+        .assert_code(0);
+    // Ran: the failure, its retry, and the first "ok"; the others found the work done.
+    assert_eq!(dir.read("ran").lines().count(), 3, "{}", dir.read("ran"));
 }

@@ -12,7 +12,7 @@ use crate::backend::layout::{
     Channels, Holder, Key, Recording,
 };
 use crate::backend::protocol::warn_recorded;
-use crate::backend::scripts::{ForceRelease, RecordArgs, ReleaseShared};
+use crate::backend::scripts::{ForceRelease, OnceArgs, RecordArgs, ReleaseShared};
 use crate::backend::Released;
 
 /// How a forced release went (the force_release script's reply).
@@ -174,6 +174,8 @@ fn force_release_share(
         event: "forced",
         exit_code: None,
         value: String::new(),
+        once: OnceArgs::default(),
+        record: false,
     };
     let released = link.call(None, |session| Ok(session.run(&release)?.released))?;
     Ok(match released {

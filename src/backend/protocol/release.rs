@@ -75,6 +75,8 @@ impl SingleRedis {
             event: if ending.is_some() { "released" } else { "" },
             exit_code: ending.and_then(|ending| ending.exit_code),
             value: release.value.clone(),
+            once: release.once.clone(),
+            record: self.record,
         });
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent

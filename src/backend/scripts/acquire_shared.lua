@@ -11,6 +11,7 @@
 -- KEYS[8] waiting: the queued waiters' values (see acquire.lua)
 -- KEYS[9] history: the lock's history (see `record_to` in prelude.lua)
 -- KEYS[10] stats: the lock's counters (see `record_to`)
+-- KEYS[11] done: the --once record (hash: ID -> '<when, server ms> <holder's value>')
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -23,11 +24,14 @@
 -- ARGV[10] waited_ms: how long this run has waited so far, in ms
 -- ARGV[11] final: '1' when a busy answer is this run's last (it does not wait): recorded
 --          as `busy`, a skip
+-- ARGV[12] once_id: with --once, its ID; '' without
+-- ARGV[13] remember_ms: --remember in ms: an older --once record counts as gone
 -- Returns acquire.lua's reply: {1, 1, fence, 0, ...} when this holder now has a share;
 --   {0, pttl, holder, 0, ...} when it must wait (holder: the exclusive holder's value, or,
 --   for an exclusive waiter queued ahead of it, which new shares wait behind, that one's
 --   value with '"waiting":"exclusive"' first); {4, 0, counter, 0, ...} when the fence counter is too
---   large; each with acquire.lua's last elements (skips after a `busy` recorded, the
+--   large; {3, 0, record, 0, ...} when the work is already done (--once; record:
+--   '<when, server ms> <the holder's value>'): it has left the queue; each with acquire.lua's last elements (skips after a `busy` recorded, the
 --   recording's flags and refused commands).
 local lock, shares, expiries, fence_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local queue, woken, shared = KEYS[5], KEYS[6], KEYS[7]
@@ -89,6 +93,23 @@ local function wait_in_queue(pttl, holder)
     skips = record_skip('busy', token, identity .. metadata)
   end
   return reply(0, pttl, holder)
+end
+
+-- --once: work already done by a run of this key is not done again (as acquire.lua; a
+-- record dated more than --remember ahead was not written by redlock-run, and goes).
+if ARGV[12] ~= '' and call('TYPE', KEYS[11]).ok == 'hash' then
+  local record = call('HGET', KEYS[11], ARGV[12])
+  local when = record and tonumber(string.match(record, '^(%d+) '))
+  local remember = tonumber(ARGV[13])
+  if when and when > now + remember then
+    call('HDEL', KEYS[11], ARGV[12])
+  elseif when and when >= now - remember then
+    call('ZREM', queue, token)
+    call('HDEL', shared, token)
+    record_event('already_done', 'token', token, 'holder', identity .. metadata)
+    count('already_done')
+    return reply(3, 0, record)
+  end
 end
 
 -- Held exclusively, or by a value redlock-run did not write.

@@ -9,6 +9,7 @@
 -- KEYS[7] replace: a takeover asked for by --replace (see `drop_waiter`)
 -- KEYS[8] history: the lock's history (see `record_to` in prelude.lua)
 -- KEYS[9] stats: the lock's counters (see `record_to`)
+-- KEYS[10] done: the --once record (see acquire.lua)
 -- ARGV[1] identity: the leading bytes of this holder's value
 -- ARGV[2] token: this holder's token
 -- ARGV[3] release_channel: the channel every waiter also listens on
@@ -23,6 +24,10 @@
 --          recorded as `lost` unless '' or 'forced'
 -- ARGV[11] exit_code: the command's status as redlock-run reports it; '' when unknown
 -- ARGV[12] value: this holder's value, for a loss's record
+-- ARGV[13] once_id: '' unless the command succeeded under --once: then its ID, whose work
+--          is recorded as done in this same step as the release (only by a share still
+--          held)
+-- ARGV[14] remember_ms: how long the record lasts (--remember), in ms
 -- Returns release.lua's reply: {outcome, repaired, 0, flags, refused}; outcome 1 released, 2 kept
 -- until the --min-hold mark, 0 when the share was already gone, 3 when released but the
 -- announcement was refused.
@@ -54,6 +59,13 @@ if keep > 0 then
 end
 call('HDEL', shares, ARGV[2])
 call('ZREM', expiries, ARGV[2])
+local kind = ARGV[13] ~= '' and call('TYPE', KEYS[10]).ok
+if kind == 'hash' or kind == 'none' then
+  call('HSET', KEYS[10], ARGV[13], now .. ' ' .. mine)
+  if call('PTTL', KEYS[10]) < tonumber(ARGV[14]) then
+    call('PEXPIRE', KEYS[10], ARGV[14])
+  end
+end
 if ARGV[10] ~= '' then
   record_event(ARGV[10], 'token', ARGV[2], 'fence', string.match(mine, '"fence":(%d+)'),
     'holder', mine, 'exit_code', ARGV[11])

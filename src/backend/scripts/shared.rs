@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::common::RecordArgs;
+use super::common::{OnceArgs, RecordArgs};
 use super::renew::RenewReply;
 use super::{flag, millis, number, Call, LuaScript};
 use super::{AcquireReply, ReleaseReply, ACQUIRE_SHARED, RELEASE_SHARED, RENEW_SHARED};
@@ -35,6 +35,8 @@ pub(in crate::backend) struct AcquireShared {
     pub waited: Duration,
     /// Whether a busy answer is this run's last (it does not wait): recorded as `busy`.
     pub final_try: bool,
+    /// `--once` (`--once-per` is refused with `--shared`).
+    pub once: OnceArgs,
 }
 
 impl Call for AcquireShared {
@@ -51,6 +53,7 @@ impl Call for AcquireShared {
         "8 waiting",
         "9 history",
         "10 stats",
+        "11 done",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -64,6 +67,8 @@ impl Call for AcquireShared {
         "history",
         "waited_ms",
         "final",
+        "once_id",
+        "remember_ms",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -79,6 +84,7 @@ impl Call for AcquireShared {
             self.waiting_key.clone(),
             self.recording.history_key.clone(),
             self.recording.stats_key.clone(),
+            self.once.done_key.clone(),
         ]
     }
 
@@ -95,6 +101,8 @@ impl Call for AcquireShared {
             number(self.recording.max),
             millis(self.waited),
             flag(self.final_try),
+            self.once.id.clone().into_bytes(),
+            millis(self.once.remember),
         ]
     }
 }
@@ -149,6 +157,10 @@ pub(in crate::backend) struct ReleaseShared {
     pub exit_code: Option<u8>,
     /// This holder's value, for a loss's record.
     pub value: String,
+    /// `--once`: its record key and ID, and `--remember`.
+    pub once: OnceArgs,
+    /// Whether the command succeeded: its work is recorded as done (`--once`).
+    pub record: bool,
 }
 
 impl Call for ReleaseShared {
@@ -164,6 +176,7 @@ impl Call for ReleaseShared {
         "7 replace",
         "8 history",
         "9 stats",
+        "10 done",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -178,6 +191,8 @@ impl Call for ReleaseShared {
         "event",
         "exit_code",
         "value",
+        "once_id",
+        "remember_ms",
     ];
 
     fn keys(&self) -> Vec<Key> {
@@ -192,6 +207,7 @@ impl Call for ReleaseShared {
             self.replace_key.clone(),
             self.recording.history_key.clone(),
             self.recording.stats_key.clone(),
+            self.once.done_key.clone(),
         ]
     }
 
@@ -211,6 +227,12 @@ impl Call for ReleaseShared {
             self.event.as_bytes().to_vec(),
             self.exit_code.map_or_else(Vec::new, number),
             self.value.clone().into_bytes(),
+            if self.record {
+                self.once.id.clone().into_bytes()
+            } else {
+                Vec::new()
+            },
+            millis(self.once.remember),
         ]
     }
 }

@@ -274,6 +274,7 @@ fn every_script_type_matches_its_header() {
             },
             waited: second,
             final_try: false,
+            once: OnceArgs::default(),
         },
     );
     check(
@@ -310,6 +311,8 @@ fn every_script_type_matches_its_header() {
             event: "released",
             exit_code: Some(0),
             value: String::new(),
+            once: OnceArgs::default(),
+            record: false,
         },
     );
 }
