@@ -68,7 +68,8 @@ fn many_shared_holders_hold_the_lock_together_each_with_its_own_token_and_fence(
         .cmd()
         .args(["-k", "k", "--no-wait", "--", "true"])
         .run()
-        .assert_code(75);
+        .assert_code(75)
+        .assert_stderr_contains("held by shared holders (the first: ");
     for holder in holders {
         holder.let_go();
         holder.wait().assert_code(0);
