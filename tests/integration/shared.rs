@@ -553,3 +553,24 @@ fn a_shared_once_run_records_its_work_and_the_next_one_skips_it() {
     // Ran: the failure, its retry, and the first "ok"; the others found the work done.
     assert_eq!(dir.read("ran").lines().count(), 3, "{}", dir.read("ran"));
 }
+
+/// The documented ACL user (docs/security.md) needs nothing more for shared mode: readers,
+/// a writer kept out and woken, and `status`.
+#[test]
+fn the_minimal_acl_user_can_use_shared_mode() {
+    let (server, url) = crate::acl::server_with_user(&crate::acl::minimal_rules(&[]));
+    let dir = TempDir::new("shared-acl");
+    readers_and_a_writer_on(
+        &|| Wrapper::new(&url),
+        &|| server.zcard("{redlock:k}:queue"),
+        &dir,
+    );
+    let a = hold(Wrapper::new(&url).args(["-k", "k", "-s"]), &dir, "r");
+    Wrapper::new(&url)
+        .args(["status", "-k", "k", "--json"])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("\"mode\":\"shared\"");
+    a.let_go();
+    a.wait().assert_code(0);
+}
