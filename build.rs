@@ -13,7 +13,7 @@ use std::fs;
 use std::path::Path;
 
 /// Every script but the prelude, which each of them starts with.
-const SCRIPTS: [&str; 9] = [
+const SCRIPTS: [&str; 13] = [
     "acquire",
     "renew",
     "release",
@@ -23,6 +23,10 @@ const SCRIPTS: [&str; 9] = [
     "raise_fence",
     "counters",
     "dry_run",
+    "acquire_shared",
+    "renew_shared",
+    "release_shared",
+    "peek_shares",
 ];
 
 fn main() {

@@ -71,7 +71,7 @@ _redlock__run() {
 
     case "${cmd}" in
         redlock__run)
-            opts="-k -r -t -w -n -E -c -q -v -h -V --key --any --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --history --fair --supersede --replace --min-hold --once --once-per --remember --max-runtime --stop-timeout --label --allow-eviction --ping --max-skips --dry-run --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release metrics check history serve help"
+            opts="-k -s -x -r -t -w -n -E -c -q -v -h -V --key --any --shared --exclusive --redis --password-file --prefix --redis-timeout --ttl --renew-every --wait --no-wait --conflict-exit-code --kill-after --limit --history --fair --supersede --replace --min-hold --once --once-per --remember --max-runtime --stop-timeout --label --allow-eviction --ping --max-skips --dry-run --pass-redis-env --shell --quiet --verbose --log-format --help --version status list release metrics check history serve help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

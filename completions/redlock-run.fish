@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_redlock_run_global_optspecs
-    string join \n k/key= any r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= history= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction ping= max-skips= dry-run pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
+    string join \n k/key= any s/shared x/exclusive r/redis= password-file= prefix= redis-timeout= t/ttl= renew-every= w/wait= n/no-wait E/conflict-exit-code= kill-after= limit= history= fair supersede replace min-hold= once= once-per= remember= max-runtime= stop-timeout= label= allow-eviction ping= max-skips= dry-run pass-redis-env c/shell= q/quiet v/verbose log-format= h/help V/version
 end
 
 function __fish_redlock_run_needs_command
@@ -49,6 +49,8 @@ complete -c redlock-run -n "__fish_redlock_run_needs_command" -s c -l shell -d '
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l log-format -d 'What redlock-run writes on stderr: lines of text, or one JSON object a line (time, level, event, key, fence, message) for log collectors' -r -f -a "text\t''
 json\t''"
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l any -d 'With several -k: take the first free lock among them, in the order given (a pool)'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s s -l shared -d 'Take the lock in shared mode: any number of shared holders hold KEY together'
+complete -c redlock-run -n "__fish_redlock_run_needs_command" -s x -l exclusive -d 'Take the lock in exclusive mode: the default, for scripts that spell it out'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -s n -l no-wait -d 'Fail at once when the lock is busy (same as --wait 0)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l fair -d 'Take the lock in the order the waiters arrived (first come, first served)'
 complete -c redlock-run -n "__fish_redlock_run_needs_command" -l supersede -d 'While waiting, give way to a newer --supersede run of the same lock: exit 77'

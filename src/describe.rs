@@ -32,11 +32,17 @@ pub(crate) fn lock_line(view: &LockView) -> String {
         .first()
         .and_then(|node| node.slots.as_ref().ok())
         .map_or(&[][..], Vec::as_slice);
+    // Shared holders (`--shared`) are shown as `--limit` slots are, named as such.
+    let shared = if slots.iter().any(|slot| slot.shared) {
+        " shared"
+    } else {
+        ""
+    };
     match slots {
         [] => format!("{key} is free"),
-        [slot] => format!("{key} held by {}", slot_phrase(slot)),
+        [slot] => format!("{key} held by{shared} {}", slot_phrase(slot)),
         _ => {
-            let mut line = format!("{key} held by {} holders:", slots.len());
+            let mut line = format!("{key} held by {}{shared} holders:", slots.len());
             for slot in slots {
                 line.push_str(&format!("\n  {}", slot_phrase(slot)));
             }
@@ -178,6 +184,7 @@ fn slot_json(slot: &Slot) -> serde_json::Value {
             "ahead_ms": holder.age().and_then(Result::err).map(|ahead| ahead.as_millis() as u64),
             "ttl_ms": ttl_ms,
             "fence": holder.fence,
+            "mode": if slot.shared { "shared" } else { "exclusive" },
         }),
         None => json!({
             "key": slot.key.to_string(),

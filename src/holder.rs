@@ -128,6 +128,13 @@ pub fn done_by(record: &[u8]) -> (Option<u64>, String) {
     (when, format!("{at} by {by}"))
 }
 
+/// Whether `value` is a shared group's (`--shared`): its token ends with `:shared`.
+fn is_shared_group(value: &[u8]) -> bool {
+    Holder::parse(value)
+        .and_then(|holder| holder.token)
+        .is_some_and(|token| token.ends_with(":shared"))
+}
+
 /// What stands between a waiter and the lock, as the last attempt found it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Blocker {
@@ -146,6 +153,16 @@ impl Blocker {
             (None, ahead) if ahead > 1 => {
                 format!("free, but {ahead} waiters are ahead in the fair queue")
             }
+            // --shared: kept out by an exclusive run queued first (acquire_shared.lua).
+            (Some(holder), _) if holder.starts_with(br#"{"waiting":"exclusive","#) => format!(
+                "kept for an exclusive run that is waiting: {}",
+                newer_run(Some(holder))
+            ),
+            // A shared group's value (`--shared`): its first share's metadata.
+            (Some(holder), _) if is_shared_group(holder) => format!(
+                "held by shared holders (the first: {})",
+                describe(Some(holder))
+            ),
             (holder, _) => format!("held by {}", describe(holder.as_deref())),
         }
     }

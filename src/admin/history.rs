@@ -154,7 +154,12 @@ struct Event<'a> {
     holder: Option<Holder>,
     /// A `holder` field that does not read as one.
     holder_unread: bool,
+    /// The run held (or asked for) a share of the lock (`--shared`): its value says so.
+    shared: bool,
 }
+
+/// How a shared holder's value says so (`--shared`).
+const SHARED_MODE: &[u8] = br#","mode":"shared","#;
 
 impl<'a> Event<'a> {
     fn read(entry: &'a Entry) -> Event<'a> {
@@ -167,6 +172,12 @@ impl<'a> Event<'a> {
             waited_ms: Number::read(entry.get("waited_ms")),
             held_ms: Number::read(entry.get("held_ms")),
             holder_unread: entry.get("holder").is_some() && holder.is_none(),
+            shared: holder.is_some()
+                && entry.get("holder").is_some_and(|value| {
+                    value
+                        .windows(SHARED_MODE.len())
+                        .any(|window| window == SHARED_MODE)
+                }),
             holder,
         }
     }
@@ -200,6 +211,7 @@ impl<'a> Event<'a> {
             Number::Not(text) => parts.push(format!("fence \"{text}\" (not a number)")),
         }
         match (&self.holder, self.holder_unread) {
+            (Some(holder), _) if self.shared => parts.push(format!("{} (shared)", run_of(holder))),
             (Some(holder), _) => parts.push(run_of(holder)),
             (None, true) => parts.push(String::from(
                 "an unknown run (a value redlock-run did not write)",
@@ -289,6 +301,9 @@ impl<'a> Event<'a> {
                     object.insert(name.into(), value);
                 }
             }
+        }
+        if self.shared {
+            object.insert("mode".into(), json!("shared"));
         }
         if self.holder_unread {
             ill_formed.push("holder");

@@ -52,8 +52,8 @@ Exit status:
 
 The command receives REDLOCK_KEY (the full Redis key), REDLOCK_NAME (its name as given
 to -k), REDLOCK_TOKEN (this holder's token), REDLOCK_FENCE (a number that grows with every
-acquisition of this lock), REDLOCK_SLOT (which --limit slot, from 1) and REDLOCK_TTL_MS in
-its environment; with several -k, REDLOCK_KEYS and REDLOCK_FENCES too, one a line.
+acquisition of this lock), REDLOCK_SLOT (which --limit slot, from 1), REDLOCK_MODE (shared or
+exclusive) and REDLOCK_TTL_MS in its environment; with several -k, REDLOCK_KEYS and REDLOCK_FENCES too, one a line.
 
 Subcommands take their options after their name: redlock-run status -r URL -k KEY.
 To run a program named like a subcommand (status, list, release, history, metrics,

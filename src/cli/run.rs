@@ -48,6 +48,25 @@ pub struct Job {
     #[arg(long)]
     pub any: bool,
 
+    /// Take the lock in shared mode: any number of shared holders hold KEY together
+    ///
+    /// An exclusive holder (the default, -x) excludes every other holder, shared or
+    /// exclusive. Once an exclusive run waits, new shared runs wait behind it (with --no-wait
+    /// they exit 75, naming it), so a writer is never starved; its release wakes every shared
+    /// waiter at once. Each shared holder has its own token, fence and lease, and loses only
+    /// its own share. The command gets REDLOCK_MODE=shared (else exclusive). Not with --limit
+    /// above 1, several -k, several --redis, --replace, --supersede, --fair, --once-per or
+    /// --dry-run. See docs/resources.md.
+    #[arg(short = 's', long)]
+    pub shared: bool,
+
+    /// Take the lock in exclusive mode: the default, for scripts that spell it out
+    ///
+    /// The holder excludes every other holder, shared (--shared) or exclusive, as flock -x
+    /// does. The command gets REDLOCK_MODE=exclusive. Refused together with --shared.
+    #[arg(short = 'x', long)]
+    pub exclusive: bool,
+
     /// Leave REDLOCK_REDIS and REDLOCK_PASSWORD in the command's environment; by default
     /// they are removed from it when they hold a password
     ///
@@ -67,8 +86,8 @@ pub struct Job {
     /// The command to run and its arguments (after --)
     ///
     /// Run directly, not through a shell, in a process group of its own; it receives
-    /// REDLOCK_KEY, REDLOCK_NAME, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_SLOT and
-    /// REDLOCK_TTL_MS (with several -k, REDLOCK_KEYS and REDLOCK_FENCES too). Put it after -- so that
+    /// REDLOCK_KEY, REDLOCK_NAME, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_SLOT, REDLOCK_MODE
+    /// and REDLOCK_TTL_MS (with several -k, REDLOCK_KEYS and REDLOCK_FENCES too). Put it after -- so that
     /// its own options are not read as redlock-run's, and to run a program named like a
     /// subcommand (status, list, release, history, metrics, check, serve).
     #[arg(value_name = "COMMAND", trailing_var_arg = true)]
@@ -78,9 +97,11 @@ pub struct Job {
 /// The run's options in the order `--help`, the man page and the shells' completions list
 /// them: clap lists options in the order they were added, and a group flattened as a whole
 /// would move its options together.
-const ORDER: [&str; 33] = [
+const ORDER: [&str; 35] = [
     "key",
     "any",
+    "shared",
+    "exclusive",
     "redis",
     "password_file",
     "prefix",

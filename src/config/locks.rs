@@ -40,7 +40,60 @@ pub struct Asked {
     pub supersede: bool,
     pub fair: bool,
     pub once: bool,
+    /// `--once-per` (also counted in `once`).
+    pub once_per: bool,
     pub dry_run: bool,
+    /// `-s/--shared`, `-x/--exclusive`.
+    pub shared: bool,
+    pub exclusive: bool,
+}
+
+/// Checks `--shared` against the rest of the run: what it cannot be combined with is
+/// refused here, before any Redis command (docs/options.md).
+pub fn shared(keys: usize, asked: &Asked) -> Result<()> {
+    if asked.shared && asked.exclusive {
+        bail!("--shared cannot be used with --exclusive: a run takes the lock in one mode");
+    }
+    if !asked.shared {
+        return Ok(());
+    }
+    let refused = [
+        (
+            asked.limit > 1,
+            "--limit above 1",
+            "two ways of admitting several holders at once",
+        ),
+        (keys > 1, "several -k/--key", "a share is taken of one lock"),
+        (
+            asked.replace,
+            "--replace",
+            "there is no one holder to take over from",
+        ),
+        (
+            asked.supersede,
+            "--supersede",
+            "shared waiters do not supersede one another",
+        ),
+        (
+            asked.fair,
+            "--fair",
+            "shared waiters already start in the queue's order, behind any exclusive one",
+        ),
+        (
+            asked.once_per,
+            "--once-per",
+            "its record is per firing; use --once ID",
+        ),
+        (
+            asked.dry_run,
+            "--dry-run",
+            "it describes an exclusive attempt",
+        ),
+    ];
+    if let Some((_, option, why)) = refused.iter().find(|(asked, _, _)| *asked) {
+        bail!("--shared cannot be used with {option}: {why}");
+    }
+    Ok(())
 }
 
 /// Checks the names (each already a full key, `keys`) and what is asked beside them.

@@ -61,6 +61,8 @@ pub struct Config {
     pub history: u32,
     /// Waiters take the lock in arrival order.
     pub fair: bool,
+    /// `-s/--shared`: a share of the lock (docs/resources.md).
+    pub shared: bool,
     /// `--supersede`: a newer superseding waiter ends this one's wait (exit 77).
     pub supersede: bool,
     /// `--replace`: take over from the current holder.
@@ -158,19 +160,20 @@ impl Config {
             .iter()
             .map(|name| key::lock_key(&args.connection.prefix, name))
             .collect::<Result<Vec<Key>>>()?;
-        let locks = locks::locks(
-            names,
-            keys,
-            &locks::Asked {
-                any: args.job.any,
-                limit: args.waiting.limit,
-                replace: args.policies.replace,
-                supersede: args.policies.supersede,
-                fair: args.waiting.fair,
-                once: args.policies.once.is_some() || args.policies.once_per.is_some(),
-                dry_run: args.output.dry_run,
-            },
-        )?;
+        let asked = locks::Asked {
+            any: args.job.any,
+            limit: args.waiting.limit,
+            replace: args.policies.replace,
+            supersede: args.policies.supersede,
+            fair: args.waiting.fair,
+            once: args.policies.once.is_some() || args.policies.once_per.is_some(),
+            once_per: args.policies.once_per.is_some(),
+            dry_run: args.output.dry_run,
+            shared: args.job.shared,
+            exclusive: args.job.exclusive,
+        };
+        locks::shared(keys.len(), &asked)?;
+        let locks = locks::locks(names, keys, &asked)?;
         let key = locks.keys[0].clone();
         let (ttl, renew_every) = lease::ttl_and_renewal(&args.lease)?;
         let wait = waiting::wait(&args.waiting)?;
@@ -190,6 +193,12 @@ impl Config {
         )?);
         let (redis, redis_timeout) = connection::check_connection(&args.connection)?;
         waiting::limit_fits(&args.waiting, &redis)?;
+        if args.job.shared && redis.is_quorum() {
+            bail!(
+                "--shared needs a single Redis deployment: it is not supported over a Redlock \
+                 quorum (several --redis)"
+            );
+        }
         for key in &locks.keys {
             key::fits_cluster(key, &redis)?;
         }
@@ -235,6 +244,7 @@ impl Config {
             limit: args.waiting.limit,
             history: args.observability.history,
             fair: args.waiting.fair,
+            shared: args.job.shared,
             supersede: args.policies.supersede,
             replace: args.policies.replace,
             min_hold,
@@ -262,7 +272,7 @@ impl Config {
     /// policies (`--limit`, `--fair`, `--supersede`, `--once`, `--replace`), what the
     /// scripts record, and how the holder is shown to others.
     pub fn lock_request(&self) -> LockRequest {
-        LockRequest {
+        let request = LockRequest {
             supersede: self.supersede,
             once: (*self.once).clone(),
             replace: self.replace,
@@ -279,6 +289,11 @@ impl Config {
                 &self.program_name(),
                 self.label.as_deref(),
             )
+        };
+        if self.shared {
+            request.in_shared_mode()
+        } else {
+            request
         }
     }
 

@@ -17,13 +17,14 @@ use super::acquire::not_acquired_outcome;
 /// The variables a run gives its command (README, "Environment given to the command"),
 /// replacing any it inherited. (Those of ours that hold a password are left out too:
 /// `Config::hidden_env`.)
-const RUN_VARIABLES: [&str; 8] = [
+const RUN_VARIABLES: [&str; 9] = [
     "REDLOCK_KEY",
     "REDLOCK_TOKEN",
     "REDLOCK_FENCE",
     "REDLOCK_TTL_MS",
     "REDLOCK_NAME",
     "REDLOCK_SLOT",
+    "REDLOCK_MODE",
     "REDLOCK_KEYS",
     "REDLOCK_FENCES",
 ];
@@ -98,6 +99,12 @@ pub(super) fn command_env(
         config.timing.ttl.as_millis().to_string().into_bytes(),
         locks.names[first].as_bytes().to_vec(),
         backend.slot().to_string().into_bytes(),
+        if config.shared {
+            &b"shared"[..]
+        } else {
+            &b"exclusive"[..]
+        }
+        .to_vec(),
     ];
     if locks.mode.is_some() {
         let lines = |each: &dyn Fn(usize, u64) -> Vec<u8>| {

@@ -276,7 +276,7 @@ fn exit_status(page: &mut String) {
 
 /// The variables given to the command, as README's table describes them. Each must be
 /// named in `--help` (checked below), so that the two cannot part.
-const GIVEN_TO_THE_COMMAND: [(&str, &str); 8] = [
+const GIVEN_TO_THE_COMMAND: [(&str, &str); 9] = [
     (
         "REDLOCK_KEY",
         "The full Redis key of the lock, prefix included, e.g. redlock:nightly-report. Read too: \
@@ -305,6 +305,10 @@ const GIVEN_TO_THE_COMMAND: [(&str, &str); 8] = [
     (
         "REDLOCK_SLOT",
         "Which of the --limit slots this holder has, from 1 to N (1 without --limit).",
+    ),
+    (
+        "REDLOCK_MODE",
+        "shared with --shared (one of several shared holders), else exclusive.",
     ),
     (
         "REDLOCK_KEYS",

@@ -32,6 +32,7 @@ mod secrets;
 mod sentinel;
 mod serve;
 mod servers;
+mod shared;
 mod signals;
 mod stop_timeout;
 mod supersede;

@@ -8,10 +8,12 @@ use super::view::peek;
 use super::{Inspector, LockView, Slot, Verdict};
 use crate::backend::connection::Link;
 use crate::backend::layout::{
-    process_metadata, queue_keys, record_keys, replace_key, slot_number, Channels, Key, Recording,
+    identity_in, process_metadata, queue_keys, record_keys, replace_key, shared_keys, slot_number,
+    Channels, Holder, Key, Recording,
 };
 use crate::backend::protocol::warn_recorded;
-use crate::backend::scripts::{ForceRelease, RecordArgs};
+use crate::backend::scripts::{ForceRelease, OnceArgs, RecordArgs, ReleaseShared};
+use crate::backend::Released;
 
 /// How a forced release went (the force_release script's reply).
 pub use crate::backend::scripts::Forced;
@@ -113,6 +115,10 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
     };
     let [queue, woken] = queue_keys(lock_key);
     let [history_key, stats_key] = record_keys(lock_key);
+    if slot.shared {
+        let records = [history_key, stats_key];
+        return force_release_share(link, lock_key, value, [queue, woken], records);
+    }
     let force = ForceRelease {
         slot: slot.key.clone(),
         queue,
@@ -132,5 +138,49 @@ fn force_release(link: &mut Link, lock_key: &Key, slot: &Slot) -> Result<Forced>
         let reply = session.run(&force)?;
         warn_recorded(&reply.recorded, lock_key, &server);
         Ok(reply.forced)
+    })
+}
+
+/// Takes out the share (`--shared`) whose value is `value`, as its own release would: the
+/// last one's deletes the group and wakes the queue's head. (Not recorded in the history.)
+fn force_release_share(
+    link: &mut Link,
+    lock_key: &Key,
+    value: &[u8],
+    [queue, woken]: [Key; 2],
+    [history_key, stats_key]: [Key; 2],
+) -> Result<Forced> {
+    let Some(token) = Holder::parse(value).and_then(|holder| holder.token) else {
+        return Ok(Forced::Changed);
+    };
+    let identity = String::from_utf8_lossy(identity_in(value)).into_owned();
+    let release = ReleaseShared {
+        lock: lock_key.clone(),
+        shared_keys: shared_keys(lock_key),
+        queue,
+        woken,
+        replace_key: replace_key(lock_key),
+        notice: format!("{identity}#forced"),
+        identity,
+        token,
+        channels: Channels::of(lock_key, link.is_cluster()),
+        keep_for: None,
+        grace: std::time::Duration::from_secs(30),
+        recording: RecordArgs {
+            history_key,
+            stats_key,
+            max: Recording::DEFAULT_HISTORY,
+        },
+        event: "forced",
+        exit_code: None,
+        value: String::new(),
+        once: OnceArgs::default(),
+        record: false,
+    };
+    let released = link.call(None, |session| Ok(session.run(&release)?.released))?;
+    Ok(match released {
+        Released::Deleted => Forced::Deleted,
+        Released::DeletedUnannounced => Forced::DeletedUnannounced,
+        Released::KeptUntilMinHold | Released::NotOurs => Forced::Changed,
     })
 }

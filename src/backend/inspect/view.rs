@@ -8,9 +8,9 @@ use anyhow::Result;
 
 use super::Inspector;
 use crate::backend::connection::Link;
-use crate::backend::layout::{limit_key, slot_key, Holder, Key, MAX_LIMIT};
+use crate::backend::layout::{limit_key, shared_keys, slot_key, Holder, Key, MAX_LIMIT};
 use crate::backend::quorum::majority;
-use crate::backend::scripts::{Peek, PeekReply};
+use crate::backend::scripts::{Peek, PeekReply, PeekShares, SharesReply};
 
 /// What one node said about a lock: its held slots, or why it could not be read.
 #[derive(Debug, Clone)]
@@ -158,6 +158,9 @@ pub struct Slot {
     pub ttl: Option<Duration>,
     /// Who holds it, when the value is one redlock-run wrote.
     pub holder: Option<Holder>,
+    /// Whether it is a share of a shared group (`--shared`): `key` is then the lock's own
+    /// key, `value` the share's, and `ttl` the time left of that share's lease.
+    pub shared: bool,
 }
 
 impl Slot {
@@ -188,6 +191,10 @@ pub(super) fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
     let mut slot = 1;
     while slot <= limit {
         if let Some(found) = peek(link, &slot_key(key, slot))? {
+            if slot == 1 && found.value.as_deref().is_some_and(is_group) {
+                // A shared group: its shares are the holders (none: the group is ending).
+                return read_shares(link, key);
+            }
             let in_value = found.holder.as_ref().and_then(|h| h.limit).unwrap_or(1);
             limit = limit.max(in_value.min(u64::from(MAX_LIMIT)) as u32);
             held.push(found);
@@ -216,5 +223,36 @@ pub(crate) fn read_peek(key: &Key, reply: PeekReply) -> Option<Slot> {
         kind,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         holder,
+        shared: false,
     })
+}
+
+/// Whether `value` is a shared group's (see `is_group` in prelude.lua).
+fn is_group(value: &[u8]) -> bool {
+    value
+        .strip_prefix(br#"{"token":""#)
+        .and_then(|rest| {
+            rest.iter()
+                .position(|&byte| byte == b'"')
+                .map(|end| &rest[..end])
+        })
+        .is_some_and(|token| token.ends_with(b":shared"))
+}
+
+/// A shared group's holders: each live share of `{K}:shares`, as a slot of `key`.
+fn read_shares(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
+    let [shares, expiries, _] = shared_keys(key);
+    let peek = PeekShares { shares, expiries };
+    let SharesReply(shares) = link.call(None, |session| session.run(&peek))?;
+    Ok(shares
+        .into_iter()
+        .map(|(value, left)| Slot {
+            key: key.clone(),
+            holder: Holder::parse(&value),
+            value: Some(value),
+            kind: String::from("string"),
+            ttl: u64::try_from(left).ok().map(Duration::from_millis),
+            shared: true,
+        })
+        .collect())
 }

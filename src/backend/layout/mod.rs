@@ -40,6 +40,15 @@
 //!   it stands, nobody else takes a free slot; the holder's renewals find it, and it ends
 //!   when the replacing run takes the lock or leaves (or runs out, 3 leases after its last
 //!   attempt).
+//! - With `--shared`: while a group of shared holders holds the lock, `K` holds a group
+//!   value, `{"token":"<first share's token>:shared","fence":…,<first share's metadata>}`
+//!   (no holder's identity: nobody takes it for theirs, and `SET K v NX` fails), kept alive
+//!   as long as the longest share; `{K}:shares`, a hash of the shares (token -> that
+//!   share's lock value); `{K}:shares:exp`, a sorted set of when each share's lease ends
+//!   (server ms); `{K}:queue:shared`, a hash of the queued tokens that wait in shared mode
+//!   (any other queued token is exclusive); `{K}:queue:who`, a hash of the queued waiters'
+//!   values (token -> identity and metadata), so that a shared run kept out by a waiting
+//!   exclusive one names it. It lasts as long as the queue.
 //! - `{K}:stats`: the lock's counters, a hash (acquisitions, skips, the last success, each
 //!   current holder's `slot:<i>` with when it took the slot); `{K}:history`: its events, a
 //!   stream. Read by `metrics`, `check` and `status` (see `counters`).
@@ -103,6 +112,8 @@ pub struct LockRequest {
     pub replace: bool,
     /// What the scripts record in the lock's history and counters.
     pub recording: Recording,
+    /// `--shared`: a share of the lock, beside other shared holders (docs/design.md).
+    pub shared: bool,
 }
 
 /// What a run records in the lock's history (`{K}:history`) and counters (`{K}:stats`).
@@ -188,7 +199,19 @@ impl LockRequest {
             once: Once::default(),
             replace: false,
             recording: Recording::default(),
+            shared: false,
         }
+    }
+
+    /// This request in shared mode (`--shared`): its value says so (`"mode":"shared"`,
+    /// before the limit, which stays last).
+    #[must_use]
+    pub fn in_shared_mode(mut self) -> LockRequest {
+        if let Some(at) = self.metadata.rfind(",\"limit\":") {
+            self.metadata.insert_str(at, ",\"mode\":\"shared\"");
+        }
+        self.shared = true;
+        self
     }
 
     /// The leading bytes of the value that identify this holder.
@@ -297,6 +320,23 @@ pub fn queue_keys(key: &Key) -> [Key; 2] {
     ]
 }
 
+/// A shared group's keys of lock `key` (`--shared`): its shares (hash: token -> value),
+/// when each share's lease ends (sorted set), and the queued waiters that wait in shared
+/// mode (hash: token -> '1'), as docs/design.md describes.
+pub fn shared_keys(key: &Key) -> [Key; 3] {
+    [
+        sibling_key(key, b":shares"),
+        sibling_key(key, b":shares:exp"),
+        sibling_key(key, b":queue:shared"),
+    ]
+}
+
+/// The queued waiters' values of lock `key` (hash: token -> identity and metadata), so that
+/// a shared run kept out by a waiting exclusive one can name it.
+pub fn waiting_key(key: &Key) -> Key {
+    sibling_key(key, b":queue:who")
+}
+
 /// The takeover asked for by a `--replace` run of lock `key`, while it stands.
 pub fn replace_key(key: &Key) -> Key {
     sibling_key(key, b":replace")
@@ -319,7 +359,7 @@ pub fn record_keys(key: &Key) -> [Key; 2] {
 
 /// The suffixes of the keys that belong to a lock without being locks themselves
 /// (`:queue:alive` held fair waiters' heartbeats in earlier versions).
-const INTERNAL_SUFFIXES: [&[u8]; 12] = [
+const INTERNAL_SUFFIXES: [&[u8]; 16] = [
     b":fence",
     b":supersede",
     b":done",
@@ -332,6 +372,10 @@ const INTERNAL_SUFFIXES: [&[u8]; 12] = [
     b":replace",
     b":history",
     b":stats",
+    b":shares",
+    b":shares:exp",
+    b":queue:shared",
+    b":queue:who",
 ];
 
 /// When `name` is one of a lock's own bookkeeping keys (fence, limit, queue, a slot past

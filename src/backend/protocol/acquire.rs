@@ -9,8 +9,10 @@ use anyhow::{anyhow, Result};
 use super::warnings::{confirm_replicated, warn_foreign, warn_recorded, warn_repaired};
 use super::{budget_end, SingleRedis};
 use crate::backend::error::{is_transient, FenceTooLarge};
-use crate::backend::layout::{fence_key, limit_key, queue_keys, replace_key, supersede_key};
-use crate::backend::scripts::{Acquire, Acquisition, RaiseFence};
+use crate::backend::layout::{
+    fence_key, limit_key, queue_keys, replace_key, shared_keys, supersede_key, waiting_key,
+};
+use crate::backend::scripts::{Acquire, AcquireShared, Acquisition, RaiseFence};
 use crate::backend::vetting;
 use crate::backend::Attempt;
 use crate::{lease, report};
@@ -32,6 +34,7 @@ impl SingleRedis {
             queue,
             woken,
             replace_key: replace_key(&self.lock.key),
+            waiting_key: waiting_key(&self.lock.key),
             identity: self.identity.clone(),
             metadata: self.lock.metadata.clone(),
             ttl: self.lock.ttl,
@@ -51,6 +54,26 @@ impl SingleRedis {
             waited,
             final_try: self.lock.recording.final_try,
         };
+        // --shared: the same attempt, by the shared-mode script (same reply).
+        let shared = self.lock.shared.then(|| AcquireShared {
+            lock: self.lock.key.clone(),
+            shared_keys: shared_keys(&self.lock.key),
+            fence_key: acquire.fence_key.clone(),
+            queue: acquire.queue.clone(),
+            woken: acquire.woken.clone(),
+            waiting_key: acquire.waiting_key.clone(),
+            identity: self.identity.clone(),
+            metadata: self.lock.metadata.clone(),
+            ttl: self.lock.ttl,
+            token: self.lock.token.clone(),
+            channels: self.channels.clone(),
+            listening: self.listening,
+            arrival_ms: self.lock.arrival_ms,
+            recording: acquire.recording.clone(),
+            waited,
+            final_try: self.lock.recording.final_try,
+            once: acquire.once.clone(),
+        });
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.
         // A failure to connect sent nothing, and is not retried here. The first try gives
@@ -76,7 +99,10 @@ impl SingleRedis {
             let reply: Result<(Acquisition, Option<u64>, Instant)> =
                 self.link.call(Some(end), |session| {
                     session.vet();
-                    let reply = session.run(&acquire)?;
+                    let reply = match &shared {
+                        Some(shared) => session.run(shared)?,
+                        None => session.run(&acquire)?,
+                    };
                     let sent_at = session.sent_at.unwrap_or_else(Instant::now);
                     let taken = match reply.outcome {
                         Acquisition::Acquired { slot, .. } => Some(slot),

@@ -9,8 +9,8 @@ use anyhow::Result;
 use super::warnings::{confirm_replicated, warn_foreign, warn_recorded, warn_repaired};
 use super::SingleRedis;
 use crate::backend::error::{is_transient, is_try_later};
-use crate::backend::layout::{done_ids_key, limit_key, queue_keys, replace_key};
-use crate::backend::scripts::{LeaveQueue, Release, ReleaseReply};
+use crate::backend::layout::{done_ids_key, limit_key, queue_keys, replace_key, shared_keys};
+use crate::backend::scripts::{LeaveQueue, Release, ReleaseReply, ReleaseShared};
 use crate::backend::{HoldEnd, Released};
 use crate::{lease, report};
 
@@ -58,6 +58,26 @@ impl SingleRedis {
             lost_recorded: self.lost_recorded,
             value: self.value(),
         };
+        // --shared: this holder's share, by the shared-mode script (same reply).
+        let shared = self.lock.shared.then(|| ReleaseShared {
+            lock: self.lock.key.clone(),
+            shared_keys: shared_keys(&self.lock.key),
+            queue: release.queue.clone(),
+            woken: release.woken.clone(),
+            replace_key: release.replace_key.clone(),
+            identity: self.identity.clone(),
+            token: self.lock.token.clone(),
+            channels: self.channels.clone(),
+            keep_for,
+            notice: notice.to_string(),
+            grace: self.lock.ttl,
+            recording: release.recording.clone(),
+            event: if ending.is_some() { "released" } else { "" },
+            exit_code: ending.and_then(|ending| ending.exit_code),
+            value: release.value.clone(),
+            once: release.once.clone(),
+            record: self.record,
+        });
         // "Not now" (a slot being migrated answers TRYAGAIN to a script whose keys are
         // split between two masters, a master failing over): nothing ran, so it is sent
         // again, after a pause that doubles, until the deadline.
@@ -75,7 +95,10 @@ impl SingleRedis {
                     repaired,
                     foreign,
                     recorded,
-                } = session.run(&release)?;
+                } = match &shared {
+                    Some(shared) => session.run(shared)?,
+                    None => session.run(&release)?,
+                };
                 if records_work {
                     confirm_replicated(
                         session,
@@ -162,9 +185,16 @@ impl SingleRedis {
     /// latest: after it, a key gone tells nothing): `Unknown`.
     fn look_after_release(&mut self, deadline: Instant) -> Looked {
         let key = self.held_key().clone();
-        let value: Result<Option<Vec<u8>>> = self.link.call(Some(deadline), |session| {
-            session.query(redis::cmd("GET").arg(&key))
-        });
+        // A share is its entry in `{K}:shares`, not `K` (the group's value).
+        let look = if self.lock.shared {
+            let [shares, _, _] = shared_keys(&self.lock.key);
+            redis::cmd("HGET").arg(shares).arg(&self.lock.token).clone()
+        } else {
+            redis::cmd("GET").arg(&key).clone()
+        };
+        let value: Result<Option<Vec<u8>>> = self
+            .link
+            .call(Some(deadline), |session| session.query(&look));
         match value {
             Ok(Some(value)) if value.starts_with(self.identity.as_bytes()) => Looked::Ours,
             Ok(_) => Looked::Gone,

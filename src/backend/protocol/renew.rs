@@ -8,8 +8,8 @@ use anyhow::Result;
 
 use super::warnings::warn_recorded;
 use super::SingleRedis;
-use crate::backend::layout::{limit_key, replace_key};
-use crate::backend::scripts::{Extended, Renew};
+use crate::backend::layout::{limit_key, replace_key, shared_keys};
+use crate::backend::scripts::{Extended, Renew, RenewShared};
 use crate::backend::Renewal;
 
 impl SingleRedis {
@@ -38,10 +38,21 @@ impl SingleRedis {
             slot_number: self.slot_number,
             value: self.value(),
         };
+        // --shared: this holder's share, by the shared-mode script (same reply).
+        let shared = self.lock.shared.then(|| RenewShared {
+            lock: self.lock.key.clone(),
+            shared_keys: shared_keys(&self.lock.key),
+            identity: self.identity.clone(),
+            ttl: self.lock.ttl,
+            token: self.lock.token.clone(),
+        });
         let (key, server) = (&self.lock.key, self.link.display().to_string());
         let (Extended(extended, replace_by), sent_at) =
             self.link.call(Some(deadline), |session| {
-                let reply = session.run(&renew)?;
+                let reply = match &shared {
+                    Some(shared) => session.run(shared)?,
+                    None => session.run(&renew)?,
+                };
                 warn_recorded(&reply.recorded, key, &server);
                 Ok((reply.extended, session.sent_at.unwrap_or_else(Instant::now)))
             })?;

@@ -10,8 +10,10 @@
 --          successful run's arrival, server ms)
 -- KEYS[n+8] replace: a takeover asked for by --replace: the asking run's identity and
 --          metadata; while it stands, nobody else may take a free slot
--- KEYS[n+9] history: the lock's history (a stream; see `record_to` in prelude.lua)
--- KEYS[n+10] stats: the lock's counters (a hash; see `record_to`)
+-- KEYS[n+9] waiting: the queued waiters' values (hash: token -> identity and metadata),
+--          so that a shared run kept out by one of them can name it (acquire_shared.lua)
+-- KEYS[n+10] history: the lock's history (a stream; see `record_to` in prelude.lua)
+-- KEYS[n+11] stats: the lock's counters (a hash; see `record_to`)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -230,6 +232,7 @@ local request = read(request_key)
 local mine = type(request) == 'string' and string.sub(request, 1, #identity) == identity
 if done then
   call('ZREM', queue, token)
+  call('HDEL', KEYS[n + 9], token)
   if mine then
     call('DEL', request_key)
   end
@@ -260,6 +263,7 @@ if supersedes and ARGV[13] == '1' then
   local newest = read(registry)
   if type(newest) == 'string' and not of_ours(newest) then
     call('ZREM', queue, token)
+    call('HDEL', KEYS[n + 9], token)
     skips = record_skip('superseded', token, identity .. ARGV[2])
     return reply(2, 0, newest, 0)
   end
@@ -278,6 +282,7 @@ local function register()
     local older = type(current) == 'string' and string.match(current, '^{"token":"([^"]+)"')
     if older then
       overtaken = call('ZREM', queue, older) == 1
+      call('HDEL', KEYS[n + 9], older)
       call('HDEL', woken, older)
       publish(ARGV[10], prefix .. older, 'superseded by ' .. token)
     end
@@ -303,6 +308,7 @@ local function wait_in_queue(pttl, ahead)
     else
       call('ZADD', queue, 'NX', arrival > 0 and arrival or now_ms(), token)
     end
+    call('HSET', KEYS[n + 9], token, identity .. ARGV[2])
     -- The queue outlives its waiters by a little, should they all vanish with no release
     -- left to find them gone. A live waiter comes back when told (`pttl`, or in 10 s when
     -- nothing will free up by itself: wait.rs), however long the holder's lease or
@@ -310,6 +316,7 @@ local function wait_in_queue(pttl, ahead)
     local keep = 3 * ttl + (pttl >= 0 and pttl or 10000)
     if call('PTTL', queue) < keep then
       call('PEXPIRE', queue, keep)
+      call('PEXPIRE', KEYS[n + 9], keep)
     end
   end
   if ARGV[21] == '1' then
@@ -424,7 +431,9 @@ may(nil, 'TIME')
 -- And announcing the release, if waiters can listen for it.
 may_announce(ARGV[10], prefix .. token)
 -- Taking a slot is leaving the queue, and ends the takeover this run asked for.
-call('ZREM', queue, token)
+if call('ZREM', queue, token) == 1 then
+  call('HDEL', KEYS[n + 9], token)
+end
 if mine then
   call('DEL', request_key)
 end

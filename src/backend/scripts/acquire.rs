@@ -20,6 +20,8 @@ pub(in crate::backend) struct Acquire {
     pub woken: Key,
     /// Where a `--replace` run's takeover stands.
     pub replace_key: Key,
+    /// The queued waiters' values (`{K}:queue:who`).
+    pub waiting_key: Key,
     /// The value's first bytes, which identify this holder.
     pub identity: String,
     /// The rest of the value, after the fence.
@@ -67,8 +69,9 @@ impl Call for Acquire {
         "n+6 done",
         "n+7 done_per",
         "n+8 replace",
-        "n+9 history",
-        "n+10 stats",
+        "n+9 waiting",
+        "n+10 history",
+        "n+11 stats",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -105,6 +108,7 @@ impl Call for Acquire {
             self.once.done_key.clone(),
             self.once.done_per_key.clone(),
             self.replace_key.clone(),
+            self.waiting_key.clone(),
             self.recording.history_key.clone(),
             self.recording.stats_key.clone(),
         ]);

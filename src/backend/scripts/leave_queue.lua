@@ -20,13 +20,20 @@
 -- skips now, else -1; flags and refused, the recording's (see `record` in prelude.lua).
 record_to(KEYS[4], KEYS[5], ARGV[6])
 call('ZREM', KEYS[1], ARGV[1])
+-- Its entries in {K}:queue:shared and {K}:queue:who (named from the queue's name).
+call('HDEL', KEYS[1] .. ':shared', ARGV[1])
+call('HDEL', KEYS[1] .. ':who', ARGV[1])
 local request = read(KEYS[3])
 if type(request) == 'string' and string.sub(request, 1, #ARGV[5]) == ARGV[5] then
   call('DEL', KEYS[3])
 end
 if call('HDEL', KEYS[2], ARGV[1]) == 1 then
-  wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left', tonumber(ARGV[3]),
-    now_ms(), nil, KEYS[3])
+  local now = now_ms()
+  local woke = wake_next(KEYS[1], KEYS[2], ARGV[2], ARGV[4], ARGV[1] .. '#left',
+    tonumber(ARGV[3]), now, nil, KEYS[3])
+  -- {K}:queue:shared, named from the queue's name (same hash slot): see release.lua.
+  wake_readers(KEYS[1], KEYS[2], KEYS[1] .. ':shared', ARGV[2], ARGV[4], ARGV[1] .. '#left',
+    tonumber(ARGV[3]), now, woke)
 end
 local skips = -1
 if ARGV[7] == '1' then

@@ -28,6 +28,7 @@ mod peek;
 mod raise_fence;
 mod release;
 mod renew;
+mod shared;
 
 pub(in crate::backend) use acquire::Acquire;
 pub(crate) use acquire::{AcquireReply, Acquisition};
@@ -39,12 +40,13 @@ pub(in crate::backend) use dry_run::DryRun;
 pub(in crate::backend) use force_release::ForceRelease;
 pub use force_release::Forced;
 pub(in crate::backend) use leave_queue::LeaveQueue;
-pub(in crate::backend) use peek::Peek;
-pub(crate) use peek::PeekReply;
+pub(in crate::backend) use peek::{Peek, PeekShares};
+pub(crate) use peek::{PeekReply, SharesReply};
 pub(in crate::backend) use raise_fence::RaiseFence;
 pub(in crate::backend) use release::{Release, ReleaseReply};
 pub(crate) use renew::Extended;
 pub(in crate::backend) use renew::Renew;
+pub(in crate::backend) use shared::{AcquireShared, ReleaseShared, RenewShared};
 
 /// A script and the SHA-1 that Redis knows it by, both fixed at build time: hashing the
 /// sources when the program starts cost every run about 0.1 ms before its first request.

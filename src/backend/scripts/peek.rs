@@ -1,8 +1,9 @@
-//! `peek.lua`'s contract: [`Peek`], its one key, and [`PeekReply`], its answer read.
+//! `peek.lua`'s contract: [`Peek`], its one key, and [`PeekReply`], its answer read; and
+//! `peek_shares.lua`'s, [`PeekShares`] and [`SharesReply`] (`--shared`).
 
 use redis::{FromRedisValue, ParsingError, Value};
 
-use super::{Call, LuaScript, PEEK};
+use super::{Call, LuaScript, PEEK, PEEK_SHARES};
 use crate::backend::key::Key;
 
 /// `peek.lua`: a key as `status` and `list` show it, in one step.
@@ -39,5 +40,46 @@ impl FromRedisValue for PeekReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let (kind, pttl, value) = redis::from_redis_value(value)?;
         Ok(PeekReply { kind, pttl, value })
+    }
+}
+
+/// `peek_shares.lua`: a shared group's live shares, as `status` and `list` show them.
+pub(in crate::backend) struct PeekShares {
+    pub shares: Key,
+    pub expiries: Key,
+}
+
+impl Call for PeekShares {
+    type Reply = SharesReply;
+    const SCRIPT: &'static LuaScript = &PEEK_SHARES;
+    const KEYS: &'static [&'static str] = &["1 shares", "2 expiries"];
+    const ARGV: &'static [&'static str] = &[];
+
+    fn keys(&self) -> Vec<Key> {
+        vec![self.shares.clone(), self.expiries.clone()]
+    }
+
+    fn argv(&self) -> Vec<Vec<u8>> {
+        Vec::new()
+    }
+}
+
+/// What `peek_shares.lua` answered: each live share's value and the time left of its
+/// lease in ms, the soonest end first.
+#[derive(Debug, Clone)]
+pub(crate) struct SharesReply(pub Vec<(Vec<u8>, i64)>);
+
+impl FromRedisValue for SharesReply {
+    fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
+        let items: Vec<Value> = redis::from_redis_value(value)?;
+        let mut shares = Vec::with_capacity(items.len() / 2);
+        let mut items = items.into_iter();
+        while let (Some(value), Some(left)) = (items.next(), items.next()) {
+            shares.push((
+                redis::from_redis_value(value)?,
+                redis::from_redis_value(left)?,
+            ));
+        }
+        Ok(SharesReply(shares))
     }
 }

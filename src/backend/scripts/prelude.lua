@@ -158,6 +158,10 @@ end
 local function drop_waiter(queue, woken, token, request)
   call('ZREM', queue, token)
   call('HDEL', woken, token)
+  -- Its entries in {K}:queue:shared and {K}:queue:who (--shared; named from the queue's
+  -- name, in the same hash slot).
+  call('HDEL', queue .. ':shared', token)
+  call('HDEL', queue .. ':who', token)
   if request then
     local value = read(request)
     local its = '{"token":"' .. token .. '"'
@@ -358,4 +362,62 @@ end
 -- commands refused.
 local function recorded()
   return recorder.flags, recorder.refused
+end
+
+-- Shared mode (--shared; docs/design.md, "Shared mode"). While a group of shared holders
+-- holds the lock, K holds a group value: '{"token":"<first share's token>:shared",...'
+-- (no holder's identity, so no holder, old version or other client takes it for its own
+-- or for free); each share is an entry of `shares` (hash: token -> its lock value) and of
+-- `expiries` (sorted set: token -> when its lease ends, server ms).
+
+-- Whether `value` (as `read` gives it) is a shared group's.
+local function is_group(value)
+  return type(value) == 'string' and string.match(value, '^{"token":"[^"]*:shared"') ~= nil
+end
+
+-- Takes out the shares whose lease ended before `now`, and those whose entry in `shares`
+-- is gone (deleted by hand: that share is lost); returns how many remain.
+local function prune_shares(shares, expiries, now)
+  local gone = call('ZRANGE', expiries, '-inf', '(' .. now, 'BYSCORE', 'LIMIT', 0, 64)
+  for _, token in ipairs(gone) do
+    call('HDEL', shares, token)
+    call('ZREM', expiries, token)
+  end
+  for _, token in ipairs(call('ZRANGE', expiries, 0, 63)) do
+    if not call('HGET', shares, token) then
+      call('ZREM', expiries, token)
+    end
+  end
+  return call('ZCARD', expiries)
+end
+
+-- After `first` was woken (`wake_next`): when it waits in shared mode (a field of
+-- `shared`, the hash `{K}:queue:shared`), the live shared waiters queued right behind it are woken
+-- too, all of them, up to the first exclusive waiter, which stays queued.
+local function wake_readers(queue, woken, shared, prefix, sharded, message, grace, now, first)
+  if not first or not call('HGET', shared, first) then
+    return
+  end
+  local at = (call('ZRANK', queue, first) or 0) + 1
+  for _ = 1, 64 do
+    local next = call('ZRANGE', queue, at, at)[1]
+    if not next or not call('HGET', shared, next) then
+      return
+    end
+    local since = woken_in_time(queue, woken, next, grace, now, nil)
+    if since then
+      at = at + 1
+    elseif since == nil then
+      local heard = publish(sharded, prefix .. next, message)
+      if type(heard) == 'table' and heard.err then
+        return
+      end
+      if heard > 0 then
+        call('HSET', woken, next, now)
+        at = at + 1
+      else
+        drop_waiter(queue, woken, next, nil)
+      end
+    end
+  end
 end

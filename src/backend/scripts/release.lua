@@ -185,8 +185,14 @@ end
 -- One slot came free: one waiter is woken, the first live one in the queue, whatever
 -- the queue's length. The message is the same on every Redlock node of one release and
 -- differs between releases, so a waiter listening on several nodes can tell copies apart.
-if wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now_ms(), nil,
-    KEYS[6]) then
+local now = now_ms()
+local woke = wake_next(KEYS[2], KEYS[3], ARGV[6], ARGV[8], ARGV[5], tonumber(ARGV[7]), now, nil,
+  KEYS[6])
+if woke then
+  -- A shared waiter woken: the shared ones right behind it start with it (`wake_readers`).
+  -- Their set, {K}:queue:shared, is named from the queue's name (same hash slot).
+  wake_readers(KEYS[2], KEYS[3], KEYS[2] .. ':shared', ARGV[6], ARGV[8], ARGV[5],
+    tonumber(ARGV[7]), now, woke)
   return answer(1, repaired, foreign)
 end
 -- Nobody queued (or nobody alive): anyone listening on the lock's channel, such as a

@@ -82,6 +82,7 @@ fn every_script_type_matches_its_header() {
             queue: key("{k}:queue"),
             woken: key("{k}:queue:woken"),
             replace_key: key("{k}:replace"),
+            waiting_key: key("{k}:queue:who"),
             identity: String::from("{\"token\":\"t\""),
             metadata: String::from("}"),
             ttl: second,
@@ -199,6 +200,14 @@ fn every_script_type_matches_its_header() {
         &Peek { key: key("k") },
     );
     check(
+        "peek_shares.lua",
+        include_str!("peek_shares.lua"),
+        &PeekShares {
+            shares: key("{k}:shares"),
+            expiries: key("{k}:shares:exp"),
+        },
+    );
+    check(
         "raise_fence.lua",
         include_str!("raise_fence.lua"),
         &RaiseFence {
@@ -234,6 +243,76 @@ fn every_script_type_matches_its_header() {
             once: OnceArgs::default(),
             supersede: false,
             replace: false,
+        },
+    );
+    let shared_keys = [
+        key("{k}:shares"),
+        key("{k}:shares:exp"),
+        key("{k}:queue:shared"),
+    ];
+    check(
+        "acquire_shared.lua",
+        include_str!("acquire_shared.lua"),
+        &AcquireShared {
+            lock: key("k"),
+            shared_keys: shared_keys.clone(),
+            fence_key: key("{k}:fence"),
+            queue: key("{k}:queue"),
+            woken: key("{k}:queue:woken"),
+            waiting_key: key("{k}:queue:who"),
+            identity: String::from("{\"token\":\"t\""),
+            metadata: String::from("}"),
+            ttl: second,
+            token: String::from("t"),
+            channels: channels(false),
+            listening: true,
+            arrival_ms: None,
+            recording: RecordArgs {
+                history_key: key("{k}:history"),
+                stats_key: key("{k}:stats"),
+                max: 100,
+            },
+            waited: second,
+            final_try: false,
+            once: OnceArgs::default(),
+        },
+    );
+    check(
+        "renew_shared.lua",
+        include_str!("renew_shared.lua"),
+        &RenewShared {
+            lock: key("k"),
+            shared_keys: shared_keys.clone(),
+            identity: String::from("{\"token\":\"t\""),
+            ttl: second,
+            token: String::from("t"),
+        },
+    );
+    check(
+        "release_shared.lua",
+        include_str!("release_shared.lua"),
+        &ReleaseShared {
+            lock: key("k"),
+            shared_keys,
+            queue: key("{k}:queue"),
+            woken: key("{k}:queue:woken"),
+            replace_key: key("{k}:replace"),
+            identity: String::from("{\"token\":\"t\""),
+            token: String::from("t"),
+            channels: channels(false),
+            keep_for: None,
+            notice: String::from("n"),
+            grace: second,
+            recording: RecordArgs {
+                history_key: key("{k}:history"),
+                stats_key: key("{k}:stats"),
+                max: 100,
+            },
+            event: "released",
+            exit_code: Some(0),
+            value: String::new(),
+            once: OnceArgs::default(),
+            record: false,
         },
     );
 }
@@ -309,6 +388,7 @@ fn keys_follow_the_header_layout() {
         queue: key("q"),
         woken: key("w"),
         replace_key: key("r"),
+        waiting_key: key("wa"),
         identity: String::new(),
         metadata: String::new(),
         ttl: Duration::from_secs(1),
@@ -339,7 +419,15 @@ fn keys_follow_the_header_layout() {
     // The history and the counters are the last two keys: the script finds them there.
     assert_eq!(
         acquire.keys()[5..],
-        [key("s"), key("d"), key("p"), key("r"), key("h"), key("st")]
+        [
+            key("s"),
+            key("d"),
+            key("p"),
+            key("r"),
+            key("wa"),
+            key("h"),
+            key("st")
+        ]
     );
     let argv = acquire.argv();
     assert_eq!((&argv[11][..], &argv[17][..]), (&b"0"[..], &b"1"[..]));
