@@ -116,6 +116,7 @@ fn lock_json(
         .unwrap_or(1);
     let state = match (slots.len(), limit) {
         (0, _) => "free",
+        _ if slots.iter().any(|slot| slot.shared) => "shared",
         (_, 1) => "held",
         _ => "slots",
     };
@@ -169,7 +170,11 @@ fn held_slots(view: &LockView) -> Vec<&Slot> {
 /// A holder, field by field: never its token nor its raw value. `held_for_ms` is by the
 /// server's clock when the run recorded when it took its slot, else by the value's own.
 fn holder_json(slot: &Slot, limit: u64, now_ms: Option<u64>) -> Value {
-    let mode = if limit > 1 { "slot" } else { "exclusive" };
+    let mode = match (slot.shared, limit) {
+        (true, _) => "shared",
+        (false, 1) => "exclusive",
+        (false, _) => "slot",
+    };
     let ttl_ms = slot.ttl.map(|ttl| ttl.as_millis() as u64);
     let Some(holder) = &slot.holder else {
         // Another client's value: nothing of it is shown but that it is there.

@@ -310,6 +310,50 @@ fn a_lock_of_any_bytes_is_reached_through_its_path() {
 }
 
 #[test]
+fn shared_holders_are_shown_each_as_a_share() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("serve-shared");
+    let holders: Vec<Holder> = ["r1", "r2"]
+        .iter()
+        .map(|name| {
+            Job::new(&dir, name).start(
+                server
+                    .cmd()
+                    .args(["-k", "data", "--shared", "--label", name]),
+            )
+        })
+        .collect();
+    let served = Served::start(&server, &[]);
+    let board = served.get("/api/locks").json();
+    let lock = &board["locks"][0];
+    assert_eq!(lock["state"], "shared", "{board:#}");
+    let mut labels: Vec<&str> = lock["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|holder| {
+            assert_eq!(holder["mode"], "shared", "{board:#}");
+            holder["label"].as_str().unwrap()
+        })
+        .collect();
+    labels.sort_unstable();
+    assert_eq!(labels, ["r1", "r2"], "{board:#}");
+    assert!(
+        !board.to_string().contains(":shared\""),
+        "the group's token: {board:#}"
+    );
+    let metrics = served.get("/metrics").body;
+    assert!(
+        metrics.contains("redlock_run_holders{key=\"data\"} 2"),
+        "{metrics}"
+    );
+    for holder in holders {
+        holder.let_go();
+        holder.wait().assert_code(0);
+    }
+}
+
+#[test]
 fn healthz_follows_redis() {
     let mut server = RedisServer::start();
     let served = Served::start(&server, &["--redis-timeout", "1s"]);

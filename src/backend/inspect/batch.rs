@@ -2,12 +2,13 @@
 //! the scripts `status` runs for one lock (`peek.lua`, `counters.lua`; a plain `GET` of a
 //! semaphore's `{K}:limit`) sent for [`BATCH`] locks at a time in one pipeline, each reply
 //! read as the one-lock read reads it. What a pipeline cannot settle is read again lock by lock the usual way: a server
-//! that lacks a script (`NOSCRIPT`, loaded then), a semaphore (its other slots). Not for a
+//! that lacks a script (`NOSCRIPT`, loaded then), a semaphore (its other slots), a shared
+//! group (its shares). Not for a
 //! cluster, whose keys live on many nodes: its locks are read one by one.
 
 use redis::FromRedisValue;
 
-use super::view::{read_lock, read_peek, Slot};
+use super::view::{is_group, read_lock, read_peek, Slot};
 use crate::backend::connection::Link;
 use crate::backend::counters::{read_counters, NodeCounters};
 use crate::backend::layout::{limit_key, Key};
@@ -41,8 +42,11 @@ pub(super) fn read_locks(link: &mut Link, keys: &[Key]) -> Vec<Result<Vec<Slot>,
             let limit = declared_limit(replies.next());
             let first = peeked(key, replies.next());
             let slots = match (limit, first) {
-                // A mutex, as nearly every lock is: its one slot says it all.
-                (Some(limit), Some(first)) if limit <= 1 && slot_limit(first.as_ref()) <= 1 => {
+                // A mutex, as nearly every lock is: its one slot says it all. (Not a shared
+                // group's value: its holders are the shares, read below.)
+                (Some(limit), Some(first))
+                    if limit <= 1 && slot_limit(first.as_ref()) <= 1 && !is_group_slot(&first) =>
+                {
                     Ok(first.into_iter().collect())
                 }
                 _ => read_lock(link, key).map_err(|err| format!("{err:#}")),
@@ -79,6 +83,14 @@ fn declared_limit(reply: Option<redis::RedisResult<redis::Value>>) -> Option<u64
         ),
         _ => None,
     }
+}
+
+/// Whether slot 1 holds a shared group's value (`--shared`), whose shares are the holders.
+fn is_group_slot(first: &Option<Slot>) -> bool {
+    first
+        .as_ref()
+        .and_then(|slot| slot.value.as_deref())
+        .is_some_and(is_group)
 }
 
 /// The limit the holder of slot 1 took the lock with (1 for a mutex or a foreign value).

@@ -228,7 +228,7 @@ pub(crate) fn read_peek(key: &Key, reply: PeekReply) -> Option<Slot> {
 }
 
 /// Whether `value` is a shared group's (see `is_group` in prelude.lua).
-fn is_group(value: &[u8]) -> bool {
+pub(super) fn is_group(value: &[u8]) -> bool {
     value
         .strip_prefix(br#"{"token":""#)
         .and_then(|rest| {
