@@ -1,7 +1,7 @@
 /*
  * The shared mode (-s/--shared beside -x/--exclusive) of redlock-run, as a Promela model for
  * Spin: several runs, each shared or exclusive, on one server that holds the data layout of
- * the shared mode's design (the SHARED.md notes, docs/design.md once merged): K (free, an
+ * the shared mode's design (docs/design.md, "Shared mode"): K (free, an
  * exclusive holder's value or a group value), every share's expiry ({K}:shares:exp), the waiters' queue ({K}:queue)
  * with the shared marks ({K}:queue:shared) and the woken record ({K}:woken).
  * README.md beside this file says what is modelled, what is abstracted, and the bounds.
@@ -45,9 +45,9 @@
 #ifndef TOGETHER
 #define TOGETHER 0      /* check that shared waiters woken by an exclusive release all get in */
 #endif
-/* What the implementation should do where SHARED.md is read as written, and broken ones. */
+/* What the implementation should do where the first sketch of the design is read as written, and broken ones. */
 #ifndef FIX_AHEAD
-#define FIX_AHEAD 1     /* a share joins a group unless an exclusive waiter is queued AHEAD of it (0: SHARED.md as first written: unless one is queued at all) */
+#define FIX_AHEAD 1     /* a share joins a group unless an exclusive waiter is queued AHEAD of it (0: the first sketch: unless one is queued at all) */
 #endif
 #ifndef ADMIT_PAST_WRITER
 #define ADMIT_PAST_WRITER 0 /* broken: a share joins a group with an exclusive waiter queued */
