@@ -574,3 +574,34 @@ fn the_minimal_acl_user_can_use_shared_mode() {
     a.let_go();
     a.wait().assert_code(0);
 }
+
+/// A `--limit 3` holder holds only `{K}:slot:2` (K itself free): a shared run is refused with
+/// 125 naming --limit, as an exclusive one is, instead of taking K beside it.
+#[test]
+fn a_shared_run_on_a_semaphores_key_is_refused_like_an_exclusive_one() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-limit");
+    let ran = dir.join("ran");
+    let semaphore = || server.cmd().args(["-k", "k", "--limit", "3"]);
+    let first = hold(semaphore(), &dir, "first");
+    let second = hold(semaphore(), &dir, "second");
+    first.let_go();
+    first.wait().assert_code(0);
+    assert!(!server.exists("redlock:k"), "{:?}", server.keys());
+    assert!(server.exists("{redlock:k}:slot:2"), "{:?}", server.keys());
+    for mode in ["-x", "-s"] {
+        let out = server
+            .cmd()
+            .args(["-k", "k", mode, "--", "touch"])
+            .arg(&ran)
+            .timeout(Duration::from_secs(15))
+            .run();
+        out.assert_code(125)
+            .assert_stderr_prefixed()
+            .assert_stderr_contains("in use with --limit 3");
+        assert!(!ran.exists(), "{mode}: the command ran");
+        assert!(!server.exists("redlock:k"), "{mode}: {:?}", server.keys());
+    }
+    second.let_go();
+    second.wait().assert_code(0);
+}

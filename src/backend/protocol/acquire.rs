@@ -73,6 +73,7 @@ impl SingleRedis {
             waited,
             final_try: self.lock.recording.final_try,
             once: acquire.once.clone(),
+            limit_key: acquire.limit_key.clone(),
         });
         // A reply lost on the wire leaves us unsure whether the SET landed: try once more on
         // a fresh connection. The script recognises our own value and counts it as acquired.

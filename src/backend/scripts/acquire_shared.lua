@@ -12,6 +12,7 @@
 -- KEYS[9] history: the lock's history (see `record_to` in prelude.lua)
 -- KEYS[10] stats: the lock's counters (see `record_to`)
 -- KEYS[11] done: the --once record (hash: ID -> '<when, server ms> <holder's value>')
+-- KEYS[12] limit: the limit a semaphore with holders records ({K}:limit, see acquire.lua)
 -- ARGV[1] identity: this holder's identity, the value's first bytes: {"token":"<uuid>"
 -- ARGV[2] metadata: the rest of the value after the fence: ,"host":…}
 -- ARGV[3] ttl_ms: the lease length in milliseconds (also how long a woken waiter has to try)
@@ -29,7 +30,9 @@
 -- Returns acquire.lua's reply: {1, 1, fence, 0, ...} when this holder now has a share;
 --   {0, pttl, holder, 0, ...} when it must wait (holder: the exclusive holder's value, or,
 --   for an exclusive waiter queued ahead of it, which new shares wait behind, that one's
---   value with '"waiting":"exclusive"' first); {4, 0, counter, 0, ...} when the fence counter is too
+--   value with '"waiting":"exclusive"' first); {-1, other, '', 0, ...} when the key is
+--   used with another limit (as acquire.lua: a semaphore's, whose holders K need not
+--   include); {4, 0, counter, 0, ...} when the fence counter is too
 --   large; {3, 0, record, 0, ...} when the work is already done (--once; record:
 --   '<when, server ms> <the holder's value>'): it has left the queue; each with acquire.lua's last elements (skips after a `busy` recorded, the
 --   recording's flags and refused commands).
@@ -43,9 +46,20 @@ local function reply(status, number, text)
   local flags, refused = recorded()
   return {status, number, text, 0, repaired, '', '0', 0, skips, flags, refused}
 end
+-- A semaphore's key (--limit above 1) is refused, as to an exclusive run: by the limit its
+-- holders record, or a holder's value in K (a group's ends '"limit":1}').
+local declared = read(KEYS[12])
+if type(declared) == 'string' and tonumber(declared) ~= 1 then
+  return reply(-1, tonumber(declared) or 0, '')
+end
+local held = read(KEYS[1])
+local other = type(held) == 'string' and string.match(held, '"limit":(%d+)}$')
+if other and tonumber(other) ~= 1 then
+  return reply(-1, tonumber(other), '')
+end
 local now = now_ms()
 local live = prune_shares(shares, expiries, now)
-local current = read(lock)
+local current = held
 local group = is_group(current)
 if group and live == 0 then
   -- Every share's lease ended: the group is gone with them.

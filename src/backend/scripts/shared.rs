@@ -37,6 +37,8 @@ pub(in crate::backend) struct AcquireShared {
     pub final_try: bool,
     /// `--once` (`--once-per` is refused with `--shared`).
     pub once: OnceArgs,
+    /// `{K}:limit`: a semaphore's key is refused.
+    pub limit_key: Key,
 }
 
 impl Call for AcquireShared {
@@ -54,6 +56,7 @@ impl Call for AcquireShared {
         "9 history",
         "10 stats",
         "11 done",
+        "12 limit",
     ];
     const ARGV: &'static [&'static str] = &[
         "identity",
@@ -85,6 +88,7 @@ impl Call for AcquireShared {
             self.recording.history_key.clone(),
             self.recording.stats_key.clone(),
             self.once.done_key.clone(),
+            self.limit_key.clone(),
         ]
     }
 

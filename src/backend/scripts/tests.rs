@@ -275,6 +275,7 @@ fn every_script_type_matches_its_header() {
             waited: second,
             final_try: false,
             once: OnceArgs::default(),
+            limit_key: key("{k}:limit"),
         },
     );
     check(
