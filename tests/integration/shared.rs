@@ -605,3 +605,35 @@ fn a_shared_run_on_a_semaphores_key_is_refused_like_an_exclusive_one() {
     second.let_go();
     second.wait().assert_code(0);
 }
+
+/// A share released under --min-hold keeps the group only until the min-hold mark, not for
+/// its whole lease: a writer queued behind it starts long before the 60 s TTL.
+#[test]
+fn min_hold_keeps_a_share_only_until_its_mark() {
+    let server = RedisServer::start();
+    server
+        .cmd()
+        .args([
+            "-k",
+            "k",
+            "-s",
+            "-t",
+            "60s",
+            "--min-hold",
+            "3s",
+            "--",
+            "true",
+        ])
+        .run()
+        .assert_code(0);
+    for key in ["redlock:k", "{redlock:k}:shares", "{redlock:k}:shares:exp"] {
+        let pttl = server.pttl(key);
+        assert!(pttl <= 3000, "{key}: PTTL {pttl} ms after a 3 s --min-hold");
+    }
+    server
+        .cmd()
+        .args(["-k", "k", "-x", "-w", "60s", "--", "true"])
+        .timeout(Duration::from_secs(30))
+        .run()
+        .assert_code(0);
+}

@@ -50,10 +50,11 @@ end
 local keep = tonumber(ARGV[4])
 if keep > 0 then
   call('ZADD', expiries, 'XX', now + keep, ARGV[2])
+  -- The group lives as long as the longest share now: this one's lease is cut to its mark.
+  local last = call('ZRANGE', expiries, -1, -1, 'WITHSCORES')
+  local left = math.max(math.floor(tonumber(last[2]) - now), 1)
   for _, key in ipairs({lock, shares, expiries}) do
-    if call('PTTL', key) < keep then
-      call('PEXPIRE', key, keep)
-    end
+    call('PEXPIRE', key, left)
   end
   return answer(2)
 end
