@@ -637,3 +637,91 @@ fn min_hold_keeps_a_share_only_until_its_mark() {
         .run()
         .assert_code(0);
 }
+
+/// An exclusive waiter killed with SIGKILL while shares hold: a new shared run is not kept
+/// out by it (A holds for as long as the test lets it). `queued` counts the queue,
+/// `channels` the channels with subscribers on the server of the lock's keys.
+fn a_dead_writer_on(
+    cmd: &dyn Fn() -> Wrapper,
+    queued: &dyn Fn() -> i64,
+    channels: &dyn Fn() -> usize,
+    dir: &TempDir,
+) {
+    let a = hold(cmd().args(["-k", "k", "-s", "-t", "60s"]), dir, "a");
+    let before = channels();
+    let (w, _) = start_waiting(dir, "w", cmd().args(["-k", "k", "-x", "-w", "120s"]));
+    wait_until(START, "W queued and listening", || {
+        queued() == 1 && channels() > before
+    });
+    w.signal(libc::SIGKILL);
+    let _ = w.wait();
+    wait_until(START, "W's subscription gone", || channels() == before);
+    cmd()
+        .args(["-k", "k", "-s", "--no-wait", "--", "true"])
+        .run()
+        .assert_code(0);
+    assert_eq!(queued(), 0, "the dead writer is still queued");
+    a.let_go();
+    a.wait().assert_code(0);
+}
+
+#[test]
+fn a_killed_exclusive_waiter_does_not_keep_new_shares_out() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-dead-writer");
+    a_dead_writer_on(
+        &|| server.cmd(),
+        &|| queued(&server),
+        &|| server.query::<Vec<String>>(&["PUBSUB", "CHANNELS"]).len(),
+        &dir,
+    );
+}
+
+#[test]
+fn a_killed_exclusive_waiter_does_not_keep_new_shares_out_in_a_cluster() {
+    let cluster = Cluster::start();
+    let dir = TempDir::new("shared-dead-writer-cluster");
+    let owner = &cluster.nodes[cluster.owner_of("redlock:k")];
+    a_dead_writer_on(
+        &|| cluster.cmd(),
+        &|| owner.query::<i64>(&["ZCARD", "{redlock:k}:queue"]),
+        &|| {
+            let plain: Vec<String> = owner.query(&["PUBSUB", "CHANNELS"]);
+            // Redis 6.2 has no sharded channels.
+            let sharded: Vec<String> = owner
+                .try_query(&["PUBSUB", "SHARDCHANNELS"])
+                .unwrap_or_default();
+            plain.len() + sharded.len()
+        },
+        &dir,
+    );
+}
+
+/// A live exclusive waiter is not woken (made to try) by each new shared run that finds it
+/// queued: it stays queued and the shared run waits behind it.
+#[test]
+fn a_live_exclusive_waiter_keeps_new_shares_out_without_being_woken() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-live-writer");
+    let a = hold(server.cmd().args(["-k", "k", "-s", "-t", "60s"]), &dir, "a");
+    let (mut w, w_ready) = start_waiting(
+        &dir,
+        "w",
+        server.cmd().args(["-k", "k", "-x", "-w", "120s"]),
+    );
+    wait_until(START, "W queued", || queued(&server) == 1);
+    for _ in 0..3 {
+        server
+            .cmd()
+            .args(["-k", "k", "-s", "--no-wait", "--", "true"])
+            .run()
+            .assert_code(75);
+    }
+    assert_eq!(queued(&server), 1);
+    assert!(!server.exists("{redlock:k}:queue:woken"), "W was woken");
+    a.let_go();
+    a.wait().assert_code(0);
+    w.wait_for_file(&w_ready, START);
+    let_go(&dir, "w");
+    w.wait().assert_code(0);
+}

@@ -134,7 +134,8 @@ end
 -- Free, or a group's: an exclusive waiter queued ahead of this one (anywhere, when this one
 -- is not queued) keeps new shares out, so that writers are not starved. A dead one does
 -- not: one woken too long ago is dropped (`woken_in_time`); with the lock free, one not
--- yet woken is woken now, and dropped if nobody hears it.
+-- yet woken is woken now, and dropped if nobody hears it; while a group holds, one not yet
+-- woken is dropped when nobody listens on its wake-up channel (`listeners`), not woken.
 call('HDEL', woken, token)
 local blocker, left = nil, -1
 local at = 0
@@ -152,22 +153,29 @@ for _ = 1, 64 do
       break
     elseif since == nil then
       if group then
-        blocker = first
-        break
-      end
-      local heard = publish(ARGV[8], prefix .. first, token .. '#shared')
-      if type(heard) == 'table' and heard.err then
-        blocker, left = first, ttl
-        break
-      elseif heard > 0 then
-        call('HSET', woken, first, now)
-        if call('PTTL', woken) < 3 * ttl then
-          call('PEXPIRE', woken, 3 * ttl)
+        -- Probed without a message, which would make a live writer try again (and fail:
+        -- shares hold) for every new share; one nobody listens for is gone. Unknown (the
+        -- user may not use PUBSUB): counted live, and the last share's release finds it.
+        if listeners(ARGV[8], prefix .. first) ~= 0 then
+          blocker = first
+          break
         end
-        blocker, left = first, ttl
-        break
+        drop_waiter(queue, woken, first, nil)
+      else
+        local heard = publish(ARGV[8], prefix .. first, token .. '#shared')
+        if type(heard) == 'table' and heard.err then
+          blocker, left = first, ttl
+          break
+        elseif heard > 0 then
+          call('HSET', woken, first, now)
+          if call('PTTL', woken) < 3 * ttl then
+            call('PEXPIRE', woken, 3 * ttl)
+          end
+          blocker, left = first, ttl
+          break
+        end
+        drop_waiter(queue, woken, first, nil)
       end
-      drop_waiter(queue, woken, first, nil)
     end
   end
 end

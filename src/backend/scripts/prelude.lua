@@ -128,6 +128,29 @@ local function publish(sharded, channel, message)
   return heard
 end
 
+-- How many clients listen on `channel`, asked without telling them anything (a message on
+-- a waiter's wake-up channel makes it try again): by PUBSUB SHARDNUMSUB (with `sharded`,
+-- as for `publish`) and PUBSUB NUMSUB, on this server. nil when unknown: no listener found
+-- and a query refused (the user's ACL, a renamed command). A server without SHARDNUMSUB
+-- (before Redis 7) has no sharded listeners.
+local function listeners(sharded, channel)
+  local count, unknown = 0, false
+  for _, sub in ipairs(sharded == '1' and {'SHARDNUMSUB', 'NUMSUB'} or {'NUMSUB'}) do
+    local reply = redis.pcall('PUBSUB', sub, channel)
+    if type(reply) == 'table' and reply.err then
+      if not (sub == 'SHARDNUMSUB' and string.find(reply.err, 'subcommand', 1, true)) then
+        unknown = true
+      end
+    else
+      count = count + (tonumber(reply[2]) or 0)
+    end
+  end
+  if count == 0 and unknown then
+    return nil
+  end
+  return count
+end
+
 -- How many entries of the woken waiters' record this script found that no redlock-run
 -- wrote (see `woken_since`) and took out; returned by the scripts that report it, for a
 -- warning.
