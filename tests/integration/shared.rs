@@ -725,3 +725,31 @@ fn a_live_exclusive_waiter_keeps_new_shares_out_without_being_woken() {
     let_go(&dir, "w");
     w.wait().assert_code(0);
 }
+
+/// A writer whose --wait runs out wakes the shared waiters queued behind it: they start at
+/// once beside the holding share, long before its 60 s lease would end.
+#[test]
+fn a_writer_giving_up_wakes_the_readers_behind_it() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-writer-leaves");
+    let a = hold(server.cmd().args(["-k", "k", "-s", "-t", "60s"]), &dir, "a");
+    let w = server
+        .cmd()
+        .args(["-k", "k", "-x", "-w", "3s", "--", "true"])
+        .spawn();
+    wait_until(START, "W queued", || queued(&server) == 1);
+    let (mut r, r_ready) = start_waiting(
+        &dir,
+        "r",
+        server
+            .cmd()
+            .args(["-k", "k", "-s", "-t", "60s", "-w", "120s"]),
+    );
+    wait_until(START, "R queued", || queued(&server) == 2);
+    w.wait().assert_code(75);
+    r.wait_for_file(&r_ready, Duration::from_secs(30));
+    let_go(&dir, "r");
+    r.wait().assert_code(0);
+    a.let_go();
+    a.wait().assert_code(0);
+}

@@ -169,6 +169,7 @@ impl SingleRedis {
             timed_out: timed_out.is_some(),
             metadata: self.lock.metadata.clone(),
             waited: timed_out.unwrap_or_default(),
+            lock: self.lock.key.clone(),
         };
         let (key, server) = (&self.lock.key, self.link.display().to_string());
         let left = self.link.call(None, |session| {

@@ -30,13 +30,21 @@ pub(in crate::backend) struct LeaveQueue {
     pub metadata: String,
     /// How long it waited (client-measured, the same on every node).
     pub waited: Duration,
+    /// The lock's own key, K: whether it is free or a shared group's.
+    pub lock: Key,
 }
 
 impl Call for LeaveQueue {
     type Reply = Left;
     const SCRIPT: &'static LuaScript = &LEAVE_QUEUE;
-    const KEYS: &'static [&'static str] =
-        &["1 queue", "2 woken", "3 replace", "4 history", "5 stats"];
+    const KEYS: &'static [&'static str] = &[
+        "1 queue",
+        "2 woken",
+        "3 replace",
+        "4 history",
+        "5 stats",
+        "6 lock",
+    ];
     const ARGV: &'static [&'static str] = &[
         "token",
         "wake_prefix",
@@ -56,6 +64,7 @@ impl Call for LeaveQueue {
             self.replace_key.clone(),
             self.recording.history_key.clone(),
             self.recording.stats_key.clone(),
+            self.lock.clone(),
         ]
     }
 

@@ -414,14 +414,10 @@ local function prune_shares(shares, expiries, now)
   return call('ZCARD', expiries)
 end
 
--- After `first` was woken (`wake_next`): when it waits in shared mode (a field of
--- `shared`, the hash `{K}:queue:shared`), the live shared waiters queued right behind it are woken
--- too, all of them, up to the first exclusive waiter, which stays queued.
-local function wake_readers(queue, woken, shared, prefix, sharded, message, grace, now, first)
-  if not first or not call('HGET', shared, first) then
-    return
-  end
-  local at = (call('ZRANK', queue, first) or 0) + 1
+-- Wakes the live shared waiters (fields of `shared`, the hash `{K}:queue:shared`) queued
+-- from position `at` (0-based) on, all of them, up to the first exclusive waiter, which
+-- stays queued; `wake_next`'s other arguments.
+local function wake_readers_from(queue, woken, shared, prefix, sharded, message, grace, now, at)
   for _ = 1, 64 do
     local next = call('ZRANGE', queue, at, at)[1]
     if not next or not call('HGET', shared, next) then
@@ -443,4 +439,14 @@ local function wake_readers(queue, woken, shared, prefix, sharded, message, grac
       end
     end
   end
+end
+
+-- After `first` was woken (`wake_next`): when it waits in shared mode, the live shared
+-- waiters queued right behind it are woken too (`wake_readers_from`).
+local function wake_readers(queue, woken, shared, prefix, sharded, message, grace, now, first)
+  if not first or not call('HGET', shared, first) then
+    return
+  end
+  local at = (call('ZRANK', queue, first) or 0) + 1
+  wake_readers_from(queue, woken, shared, prefix, sharded, message, grace, now, at)
 end

@@ -174,6 +174,7 @@ fn every_script_type_matches_its_header() {
             timed_out: true,
             metadata: String::from("}"),
             waited: second,
+            lock: key("k"),
         },
     );
     check(
