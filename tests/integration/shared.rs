@@ -710,6 +710,8 @@ fn a_live_exclusive_waiter_keeps_new_shares_out_without_being_woken() {
         server.cmd().args(["-k", "k", "-x", "-w", "120s"]),
     );
     wait_until(START, "W queued", || queued(&server) == 1);
+    // Stopped, W cannot try (and so clear its mark) if woken; its subscription stays.
+    w.signal(libc::SIGSTOP);
     for _ in 0..3 {
         server
             .cmd()
@@ -719,6 +721,7 @@ fn a_live_exclusive_waiter_keeps_new_shares_out_without_being_woken() {
     }
     assert_eq!(queued(&server), 1);
     assert!(!server.exists("{redlock:k}:queue:woken"), "W was woken");
+    w.signal(libc::SIGCONT);
     a.let_go();
     a.wait().assert_code(0);
     w.wait_for_file(&w_ready, START);
@@ -752,4 +755,46 @@ fn a_writer_giving_up_wakes_the_readers_behind_it() {
     r.wait().assert_code(0);
     a.let_go();
     a.wait().assert_code(0);
+}
+
+/// A writer giving up behind another exclusive waiter wakes nobody: the readers behind it
+/// still wait for the writer ahead.
+#[test]
+fn a_writer_giving_up_behind_another_writer_leaves_the_readers_queued() {
+    let server = RedisServer::start();
+    let dir = TempDir::new("shared-writer-leaves-behind");
+    let a = hold(server.cmd().args(["-k", "k", "-s", "-t", "60s"]), &dir, "a");
+    let (mut x, x_ready) = start_waiting(
+        &dir,
+        "x",
+        server.cmd().args(["-k", "k", "-x", "-w", "120s"]),
+    );
+    wait_until(START, "X queued", || queued(&server) == 1);
+    let w = server
+        .cmd()
+        .args(["-k", "k", "-x", "-w", "3s", "--", "true"])
+        .spawn();
+    wait_until(START, "W queued", || queued(&server) == 2);
+    let (mut r, r_ready) = start_waiting(
+        &dir,
+        "r",
+        server.cmd().args(["-k", "k", "-s", "-w", "120s"]),
+    );
+    wait_until(START, "R queued", || queued(&server) == 3);
+    // Stopped, R cannot try (and so clear its mark) if woken; its subscription stays.
+    r.signal(libc::SIGSTOP);
+    w.wait().assert_code(75);
+    assert_eq!(queued(&server), 2);
+    assert!(!server.exists("{redlock:k}:queue:woken"), "R was woken");
+    r.signal(libc::SIGCONT);
+    assert!(!r_ready.exists(), "R ran before the writer ahead");
+    a.let_go();
+    a.wait().assert_code(0);
+    x.wait_for_file(&x_ready, START);
+    assert!(!r_ready.exists(), "R ran beside the writer");
+    let_go(&dir, "x");
+    r.wait_for_file(&r_ready, START);
+    let_go(&dir, "r");
+    x.wait().assert_code(0);
+    r.wait().assert_code(0);
 }
