@@ -631,3 +631,43 @@ fn a_cluster_is_served_whole() {
         );
     }
 }
+
+/// A group's value beside a `{K}:shares:exp` that is a string (WRONGTYPE for the shares'
+/// read): that lock is shown held by an unknown holder, and the others are read on.
+#[test]
+fn a_malformed_lock_does_not_take_down_the_board() {
+    let server = RedisServer::start();
+    let mut redis = server.connection();
+    for (key, value) in [
+        ("redlock:g4", r#"{"token":"q:shared"}"#),
+        ("{redlock:g4}:shares:exp", "not a sorted set"),
+        ("redlock:other", "another application's value"),
+    ] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(90_000)
+            .query(&mut redis)
+            .unwrap();
+    }
+    let list = server.cmd().arg("list").run();
+    list.assert_code(0);
+    list.assert_stdout_contains("other");
+    list.assert_stdout_contains("g4");
+    server.cmd().arg("metrics").run().assert_code(0);
+    let served = Served::start(&server, &[]);
+    let board = served.get("/api/locks");
+    assert_eq!(board.status, 200, "{board:?}");
+    let board = board.json();
+    let names: Vec<&str> = board["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["g4", "other"], "{board:#}");
+    assert_eq!(board["locks"][0]["holders"][0]["known"], false, "{board:#}");
+    assert_eq!(served.get("/metrics").status, 200);
+    assert_eq!(served.get("/api/locks/g4").status, 200);
+}

@@ -193,7 +193,7 @@ pub(super) fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
         if let Some(found) = peek(link, &slot_key(key, slot))? {
             if slot == 1 && found.value.as_deref().is_some_and(is_group) {
                 // A shared group: its shares are the holders (none: the group is ending).
-                return read_shares(link, key);
+                return read_shares(link, key, found);
             }
             let in_value = found.holder.as_ref().and_then(|h| h.limit).unwrap_or(1);
             limit = limit.max(in_value.min(u64::from(MAX_LIMIT)) as u32);
@@ -239,11 +239,19 @@ pub(super) fn is_group(value: &[u8]) -> bool {
         .is_some_and(|token| token.ends_with(b":shared"))
 }
 
-/// A shared group's holders: each live share of `{K}:shares`, as a slot of `key`.
-fn read_shares(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
+/// A shared group's holders: each live share of `{K}:shares`, as a slot of `key`; when
+/// the group's keys are not what redlock-run writes, `group` (slot 1) as held by an
+/// unknown holder.
+fn read_shares(link: &mut Link, key: &Key, group: Slot) -> Result<Vec<Slot>> {
     let [shares, expiries, _] = shared_keys(key);
     let peek = PeekShares { shares, expiries };
     let SharesReply(shares) = link.call(None, |session| session.run(&peek))?;
+    let Some(shares) = shares else {
+        return Ok(vec![Slot {
+            holder: None,
+            ..group
+        }]);
+    };
     Ok(shares
         .into_iter()
         .map(|(value, left)| Slot {

@@ -65,21 +65,29 @@ impl Call for PeekShares {
 }
 
 /// What `peek_shares.lua` answered: each live share's value and the time left of its
-/// lease in ms, the soonest end first.
+/// lease in ms, the soonest end first; `None` when the group's keys are of a type
+/// redlock-run never writes there (another application's keys).
 #[derive(Debug, Clone)]
-pub(crate) struct SharesReply(pub Vec<(Vec<u8>, i64)>);
+pub(crate) struct SharesReply(pub Option<Vec<(Vec<u8>, i64)>>);
 
 impl FromRedisValue for SharesReply {
     fn from_redis_value(value: Value) -> Result<Self, ParsingError> {
         let items: Vec<Value> = redis::from_redis_value(value)?;
         let mut shares = Vec::with_capacity(items.len() / 2);
         let mut items = items.into_iter();
+        let ok: i64 = match items.next() {
+            Some(ok) => redis::from_redis_value(ok)?,
+            None => 0,
+        };
+        if ok != 1 {
+            return Ok(SharesReply(None));
+        }
         while let (Some(value), Some(left)) = (items.next(), items.next()) {
             shares.push((
                 redis::from_redis_value(value)?,
                 redis::from_redis_value(left)?,
             ));
         }
-        Ok(SharesReply(shares))
+        Ok(SharesReply(Some(shares)))
     }
 }
