@@ -671,3 +671,76 @@ fn a_malformed_lock_does_not_take_down_the_board() {
     assert_eq!(served.get("/metrics").status, 200);
     assert_eq!(served.get("/api/locks/g4").status, 200);
 }
+
+/// A 64 MiB string under the prefix is never read whole: the board stays small, it is
+/// shown as another application's value, and `status` of it works.
+#[test]
+fn a_huge_value_is_shown_cut_as_foreign() {
+    let server = RedisServer::start();
+    let mut redis = server.connection();
+    let _: i64 = redis::cmd("SETRANGE")
+        .arg("redlock:z")
+        .arg(64 * 1024 * 1024 - 1)
+        .arg("x")
+        .query(&mut redis)
+        .unwrap();
+    let served = Served::start(&server, &[]);
+    let board = served.get("/api/locks");
+    assert_eq!(board.status, 200, "{board:?}");
+    assert!(board.body.len() < 100_000, "{} bytes", board.body.len());
+    let board = board.json();
+    let holder = &board["locks"][0]["holders"][0];
+    assert_eq!(holder["known"], false, "{board:#}");
+    assert_eq!(holder["length"], 64 * 1024 * 1024, "{board:#}");
+    let page = served.get("/api/locks/z");
+    assert_eq!(page.status, 200);
+    assert!(page.body.len() < 100_000, "{} bytes", page.body.len());
+    let status = server.cmd().args(["status", "-k", "z"]).run();
+    status.assert_stdout_contains("unknown holder");
+    assert!(
+        status.stdout.len() < 100_000,
+        "{} bytes",
+        status.stdout.len()
+    );
+    let json = server.cmd().args(["status", "-k", "z", "--json"]).run();
+    assert!(json.stdout.len() < 100_000, "{} bytes", json.stdout.len());
+}
+
+/// Adds `count` foreign events (all their fields shown) of about `size` bytes each to `{redlock:NAME}:history`, in one
+/// pipeline.
+fn big_history(server: &RedisServer, name: &str, count: usize, size: usize) {
+    let mut pipe = redis::pipe();
+    let filler = "f".repeat(size);
+    for n in 0..count {
+        pipe.cmd("XADD")
+            .arg(format!("{{redlock:{name}}}:history"))
+            .arg("*")
+            .arg("what")
+            .arg("another writer's")
+            .arg("label")
+            .arg(format!("run {n}"))
+            .arg("note")
+            .arg(&filler)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut server.connection()).unwrap();
+}
+
+/// A lock's page shows its newest 500 events, each field cut: 10,000 events of 2 KB make
+/// no 20 MB answer.
+#[test]
+fn a_lock_page_shows_the_newest_events_cut() {
+    let server = RedisServer::start();
+    big_history(&server, "h", 10_000, 2048);
+    let served = Served::start(&server, &[]);
+    let page = served.get("/api/locks/h");
+    assert_eq!(page.status, 200, "{page:?}");
+    let len = page.body.len();
+    let page = page.json();
+    let history = page["history"].as_array().unwrap();
+    assert_eq!(history.len(), 500, "{len} bytes");
+    let newest = &history.last().unwrap()["fields"];
+    assert_eq!(newest["label"], "run 9999", "{newest:#}");
+    assert_eq!(newest["note"].as_str().unwrap().len(), 1024, "{newest:#}");
+    assert!(len < 1_000_000, "{len} bytes");
+}

@@ -8,7 +8,9 @@ use anyhow::Result;
 
 use super::Inspector;
 use crate::backend::connection::Link;
-use crate::backend::layout::{limit_key, shared_keys, slot_key, Holder, Key, MAX_LIMIT};
+use crate::backend::layout::{
+    limit_key, shared_keys, slot_key, Holder, Key, MAX_LIMIT, MAX_VALUE_LEN,
+};
 use crate::backend::quorum::majority;
 use crate::backend::scripts::{Peek, PeekReply, PeekShares, SharesReply};
 
@@ -158,6 +160,9 @@ pub struct Slot {
     pub ttl: Option<Duration>,
     /// Who holds it, when the value is one redlock-run wrote.
     pub holder: Option<Holder>,
+    /// The whole length of a string value (`value` holds at most its first
+    /// [`MAX_VALUE_LEN`] bytes; a longer one is never ours); 0 for another type.
+    pub length: u64,
     /// Whether it is a share of a shared group (`--shared`): `key` is then the lock's own
     /// key, `value` the share's, and `ttl` the time left of that share's lease.
     pub shared: bool,
@@ -212,17 +217,25 @@ pub(super) fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {
 
 /// What `peek.lua` answered for `key`, as a slot; `None` when there is no such key.
 pub(crate) fn read_peek(key: &Key, reply: PeekReply) -> Option<Slot> {
-    let PeekReply { kind, pttl, value } = reply;
+    let PeekReply {
+        kind,
+        pttl,
+        value,
+        length,
+    } = reply;
     if kind == "none" {
         return None;
     }
-    let holder = Holder::parse(&value);
+    let holder = (length <= MAX_VALUE_LEN)
+        .then(|| Holder::parse(&value))
+        .flatten();
     Some(Slot {
         key: key.clone(),
         value: (kind == "string").then_some(value),
         kind,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         holder,
+        length,
         shared: false,
     })
 }
@@ -254,9 +267,12 @@ fn read_shares(link: &mut Link, key: &Key, group: Slot) -> Result<Vec<Slot>> {
     };
     Ok(shares
         .into_iter()
-        .map(|(value, left)| Slot {
+        .map(|(value, left, length)| Slot {
             key: key.clone(),
-            holder: Holder::parse(&value),
+            holder: (length <= MAX_VALUE_LEN)
+                .then(|| Holder::parse(&value))
+                .flatten(),
+            length,
             value: Some(value),
             kind: String::from("string"),
             ttl: u64::try_from(left).ok().map(Duration::from_millis),
