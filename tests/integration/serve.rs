@@ -744,3 +744,43 @@ fn a_lock_page_shows_the_newest_events_cut() {
     assert_eq!(newest["note"].as_str().unwrap().len(), 1024, "{newest:#}");
     assert!(len < 1_000_000, "{len} bytes");
 }
+
+/// Many slow lock pages at once (500 events of 100 KB each) do not stall `/healthz`: it is
+/// answered on its own connection, the pages' reads of one lock are merged, and a page
+/// whose client left is not read.
+#[test]
+fn slow_lock_pages_do_not_stall_healthz() {
+    let server = RedisServer::start();
+    big_history(&server, "h", 600, 100_000);
+    let served = Served::start(&server, &["--redis-timeout", "1s"]);
+    let address = served.address.clone();
+    let askers: Vec<_> = (0..60)
+        .map(|_| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                let Ok(mut stream) = TcpStream::connect(&address) else {
+                    return;
+                };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = stream.write_all(
+                    b"GET /api/locks/h HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                );
+                let mut raw = Vec::new();
+                let _ = stream.read_to_end(&mut raw);
+            })
+        })
+        .collect();
+    // Let the pages' jobs reach the reader first.
+    std::thread::sleep(Duration::from_millis(300));
+    let health = served.get("/healthz");
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (200, "ok\n"),
+        "{health:?}"
+    );
+    for asker in askers {
+        asker.join().unwrap();
+    }
+    let page = served.get("/api/locks/h");
+    assert_eq!(page.status, 200, "{page:?}");
+}
