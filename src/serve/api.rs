@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::admin::history::event_json;
 use crate::backend::counters::{age, LockCounters, NodeCounters};
-use crate::backend::history::{Entry, MAX_EVENTS};
+use crate::backend::history::Entry;
 use crate::backend::inspect::{Inspector, LockView, Slot, Verdict};
 use crate::backend::{shown, Key};
 
@@ -55,7 +55,14 @@ pub fn board(
     out
 }
 
-/// `/api/locks/NAME`: the lock at `key` with its whole history and its counters; `None`
+/// How many of a lock's newest events its page shows (`history -n` reads more).
+pub const PAGE_EVENTS: usize = 500;
+
+/// The most bytes of one event's field (its name, its value) an answer shows: ours are far
+/// shorter; a foreign writer's longer ones are cut.
+pub const FIELD_SHOWN: usize = 1024;
+
+/// `/api/locks/NAME`: the lock at `key` with its newest [`PAGE_EVENTS`] events and its counters; `None`
 /// when nothing is known of it (no holder, no counters, no waiter, no history).
 pub fn lock_page(
     inspector: &mut Inspector,
@@ -71,7 +78,7 @@ pub fn lock_page(
     crate::admin::date_holders(&mut view, &nodes);
     let merged = LockCounters::merge(&nodes).map_err(|err| anyhow::anyhow!("{err}"))?;
     let history = inspector
-        .last_events(std::slice::from_ref(key), MAX_EVENTS)
+        .last_events(std::slice::from_ref(key), PAGE_EVENTS)
         .remove(0)
         .map_err(|err| anyhow::anyhow!("{err}"))?;
     let queue = if merged.waiters > 0 {
@@ -177,8 +184,14 @@ fn holder_json(slot: &Slot, limit: u64, now_ms: Option<u64>) -> Value {
     };
     let ttl_ms = slot.ttl.map(|ttl| ttl.as_millis() as u64);
     let Some(holder) = &slot.holder else {
-        // Another client's value: nothing of it is shown but that it is there.
-        return json!({ "known": false, "ttl_ms": ttl_ms, "mode": mode });
+        // Another client's value: nothing of it is shown but that it is there, and its
+        // length (a string's).
+        return json!({
+            "known": false,
+            "ttl_ms": ttl_ms,
+            "mode": mode,
+            "length": (slot.kind == "string").then_some(slot.length),
+        });
     };
     let held_for_ms = match (holder.since_ms, now_ms) {
         (Some(since), Some(now)) => age(now, since).ok().map(|held| held.as_millis() as u64),
@@ -206,7 +219,13 @@ fn holder_json(slot: &Slot, limit: u64, now_ms: Option<u64>) -> Value {
 /// field, a foreign entry's raw `token` field, and a `by` that is not the forcing run's
 /// metadata.
 fn event(entry: &Entry, key: &Key) -> Value {
-    let mut value = event_json(entry, key);
+    let cut = |bytes: &Vec<u8>| bytes[..bytes.len().min(FIELD_SHOWN)].to_vec();
+    let mut entry = entry.clone();
+    for (name, value) in &mut entry.fields {
+        *name = cut(name);
+        *value = cut(value);
+    }
+    let mut value = event_json(&entry, key);
     if let Some(fields) = value.as_object_mut() {
         fields.remove("token");
         if fields.get("by").is_some_and(|by| !by.is_object()) {

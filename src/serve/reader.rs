@@ -4,10 +4,12 @@
 //! connection, and Redis never holds the HTTP loop. Jobs that come together are answered
 //! from one read: the board's snapshot (every lock, its counters and last events, and the
 //! `/metrics` text made from them; without the events and the JSON when only `/metrics`
-//! asked) is read once and reused for [`FRESH_FOR`]; a lock's
-//! page and `/healthz` are read for each job, one after another.
+//! asked) is read once and reused for [`FRESH_FOR`]; the pages of one lock asked together
+//! are read once, and a job whose request has gone is dropped unread. At most [`QUEUE`] jobs
+//! wait (past them a request is answered 503 "busy"). `/healthz` has a thread and a
+//! connection of its own, so that a slow page never fails a liveness probe.
 
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -30,6 +32,9 @@ pub const MAX_LOCKS: usize = 20_000;
 /// How many events of each lock the board shows.
 pub const BOARD_EVENTS: usize = 5;
 
+/// The most jobs that wait for the reader (and, apart, for the health check).
+pub const QUEUE: usize = 256;
+
 /// One read of every lock under the prefix, as the board and `/metrics` answer it.
 pub struct Snapshot {
     pub read_at: Instant,
@@ -40,6 +45,9 @@ pub struct Snapshot {
     pub metrics: Result<String, String>,
 }
 
+/// A lock page's answer.
+type LockReply = oneshot::Sender<Result<Option<String>, String>>;
+
 /// What a request asks of Redis.
 enum Job {
     /// `api`: for `/api/locks` (else for `/metrics` alone).
@@ -48,14 +56,17 @@ enum Job {
         reply: oneshot::Sender<Result<Arc<Snapshot>, String>>,
     },
     /// A lock's full key: its page's JSON, `None` when nothing is known of it.
-    Lock(Key, oneshot::Sender<Result<Option<String>, String>>),
-    Health(oneshot::Sender<Result<(), String>>),
+    Lock(Key, LockReply),
 }
+
+/// A `/healthz` request's answer.
+type Health = oneshot::Sender<Result<(), String>>;
 
 /// The way to the reader thread.
 #[derive(Clone)]
 pub struct Reader {
-    jobs: Sender<Job>,
+    jobs: SyncSender<Job>,
+    health: SyncSender<Health>,
     /// How long a request waits for its answer.
     patience: Duration,
 }
@@ -65,7 +76,9 @@ impl Reader {
     pub fn spawn(config: &ServeConfig) -> Result<Reader> {
         let inspector = Inspector::open(&config.redis, config.redis_timeout)?;
         let histories = Inspector::open(&config.redis, config.redis_timeout)?;
-        let (jobs, received) = std::sync::mpsc::channel();
+        let mut pinger = Inspector::open(&config.redis, config.redis_timeout)?;
+        let (jobs, received) = std::sync::mpsc::sync_channel(QUEUE);
+        let (health, asked) = std::sync::mpsc::sync_channel::<Health>(QUEUE);
         let prefix = config.prefix.clone();
         let mut thread = Thread {
             inspector,
@@ -81,8 +94,15 @@ impl Reader {
                 .spawn(move || thread.serve(&received))
         })
         .map_err(|err| anyhow!("cannot start the Redis reader: {err}"))?;
+        crate::signals::spawn_deaf(|| {
+            std::thread::Builder::new()
+                .name("redis-health".into())
+                .spawn(move || check_health(&mut pinger, &asked))
+        })
+        .map_err(|err| anyhow!("cannot start the Redis health check: {err}"))?;
         Ok(Reader {
             jobs,
+            health,
             // Every command waits up to the Redis timeout; a snapshot of many locks sends a
             // few rounds of them, and jobs queue behind one another.
             patience: config.redis_timeout * 4 + Duration::from_secs(5),
@@ -91,37 +111,75 @@ impl Reader {
 
     /// A snapshot with `/api/locks`' body.
     pub async fn board(&self) -> Result<Arc<Snapshot>, String> {
-        self.ask(|reply| Job::Board { api: true, reply }).await
+        ask(&self.jobs, self.patience, |reply| Job::Board {
+            api: true,
+            reply,
+        })
+        .await
     }
 
     /// A snapshot with `/metrics`' body (and `/api/locks`' when one was read for both).
     pub async fn metrics(&self) -> Result<Arc<Snapshot>, String> {
-        self.ask(|reply| Job::Board { api: false, reply }).await
+        ask(&self.jobs, self.patience, |reply| Job::Board {
+            api: false,
+            reply,
+        })
+        .await
     }
 
     pub async fn lock(&self, key: Key) -> Result<Option<String>, String> {
-        self.ask(|reply| Job::Lock(key, reply)).await
+        ask(&self.jobs, self.patience, |reply| Job::Lock(key, reply)).await
     }
 
     pub async fn health(&self) -> Result<(), String> {
-        self.ask(Job::Health).await
+        ask(&self.health, self.patience, |reply| reply).await
     }
+}
 
-    async fn ask<T>(
-        &self,
-        job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> Job,
-    ) -> Result<T, String> {
-        let (reply, answer) = oneshot::channel();
-        self.jobs
-            .send(job(reply))
-            .map_err(|_| String::from("the Redis reader has stopped"))?;
-        match tokio::time::timeout(self.patience, answer).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => Err(String::from("the Redis reader has stopped")),
-            Err(_) => Err(format!(
-                "Redis did not answer within {}",
-                report::duration(self.patience)
-            )),
+/// Sends `job` to a thread and awaits its answer, for up to `patience`; "busy" at once
+/// when [`QUEUE`] jobs already wait.
+async fn ask<J, T>(
+    jobs: &SyncSender<J>,
+    patience: Duration,
+    job: impl FnOnce(oneshot::Sender<Result<T, String>>) -> J,
+) -> Result<T, String> {
+    let (reply, answer) = oneshot::channel();
+    match jobs.try_send(job(reply)) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_)) => {
+            return Err(format!(
+                "busy: {QUEUE} requests already wait for Redis; try again later"
+            ))
+        }
+        Err(TrySendError::Disconnected(_)) => {
+            return Err(String::from("the Redis reader has stopped"))
+        }
+    }
+    match tokio::time::timeout(patience, answer).await {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => Err(String::from("the Redis reader has stopped")),
+        Err(_) => Err(format!(
+            "Redis did not answer within {}",
+            report::duration(patience)
+        )),
+    }
+}
+
+/// The health check's thread: one `PING` (per node) answers every request that waits.
+fn check_health(pinger: &mut Inspector, asked: &Receiver<Health>) {
+    let mut failing = false;
+    while let Ok(first) = asked.recv() {
+        let waiting: Vec<Health> = std::iter::once(first)
+            .chain(asked.try_iter())
+            .filter(|reply| !reply.is_closed())
+            .collect();
+        if waiting.is_empty() {
+            continue;
+        }
+        let answer = pinger.ping();
+        note(&mut failing, answer.as_ref().err().map(String::as_str));
+        for reply in waiting {
+            let _ = reply.send(answer.clone());
         }
     }
 }
@@ -144,21 +202,34 @@ impl Thread {
             pending.extend(jobs.try_iter());
             let mut boards = Vec::new();
             let mut api = false;
+            // Each lock asked for, with everyone who asked (in the order first asked).
+            let mut locks: Vec<(Key, Vec<LockReply>)> = Vec::new();
             for job in pending {
                 match job {
+                    // Its request has gone (the client left, or gave up waiting).
+                    Job::Board { reply, .. } if reply.is_closed() => {}
+                    Job::Lock(_, reply) if reply.is_closed() => {}
                     Job::Board { api: wanted, reply } => {
                         api |= wanted;
                         boards.push(reply);
                     }
-                    Job::Lock(key, reply) => {
-                        let answer = self.lock(&key);
-                        let _ = reply.send(answer);
-                    }
-                    Job::Health(reply) => {
-                        let answer = self.inspector.ping();
-                        self.note(answer.as_ref().err().map(String::as_str));
-                        let _ = reply.send(answer);
-                    }
+                    Job::Lock(key, reply) => match locks.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, replies)) => replies.push(reply),
+                        None => locks.push((key, vec![reply])),
+                    },
+                }
+            }
+            for (key, replies) in locks {
+                let replies: Vec<LockReply> = replies
+                    .into_iter()
+                    .filter(|reply| !reply.is_closed())
+                    .collect();
+                if replies.is_empty() {
+                    continue;
+                }
+                let answer = self.lock(&key);
+                for reply in replies {
+                    let _ = reply.send(answer.clone());
                 }
             }
             if boards.is_empty() {
@@ -181,7 +252,7 @@ impl Thread {
         }
         let read = read_snapshot(&mut self.inspector, &mut self.histories, &self.prefix, api)
             .map_err(|err| format!("{err:#}"));
-        self.note(read.as_ref().err().map(String::as_str));
+        note(&mut self.failing, read.as_ref().err().map(String::as_str));
         let snapshot = Arc::new(read?);
         self.snapshot = Some(Arc::clone(&snapshot));
         Ok(snapshot)
@@ -190,23 +261,24 @@ impl Thread {
     fn lock(&mut self, key: &Key) -> Result<Option<String>, String> {
         let read = api::lock_page(&mut self.inspector, &self.prefix, key, now_ms())
             .map_err(|err| format!("{err:#}"));
-        self.note(read.as_ref().err().map(String::as_str));
+        note(&mut self.failing, read.as_ref().err().map(String::as_str));
         read
     }
+}
 
-    /// One line when Redis stops answering, one when it answers again.
-    fn note(&mut self, failure: Option<&str>) {
-        match (failure, self.failing) {
-            (Some(why), false) => report::error(&anyhow!("cannot read Redis: {why}")),
-            (None, true) => report::info_as(
-                report::LogEvent::Info,
-                &[],
-                format_args!("Redis answers again"),
-            ),
-            _ => {}
-        }
-        self.failing = failure.is_some();
+/// One line when Redis stops answering, one when it answers again (`failing`: whether the
+/// last read failed).
+fn note(failing: &mut bool, failure: Option<&str>) {
+    match (failure, *failing) {
+        (Some(why), false) => report::error(&anyhow!("cannot read Redis: {why}")),
+        (None, true) => report::info_as(
+            report::LogEvent::Info,
+            &[],
+            format_args!("Redis answers again"),
+        ),
+        _ => {}
     }
+    *failing = failure.is_some();
 }
 
 /// Every lock under `prefix`: SCAN, then each lock's slots and counters, and with `api`

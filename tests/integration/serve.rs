@@ -631,3 +631,156 @@ fn a_cluster_is_served_whole() {
         );
     }
 }
+
+/// A group's value beside a `{K}:shares:exp` that is a string (WRONGTYPE for the shares'
+/// read): that lock is shown held by an unknown holder, and the others are read on.
+#[test]
+fn a_malformed_lock_does_not_take_down_the_board() {
+    let server = RedisServer::start();
+    let mut redis = server.connection();
+    for (key, value) in [
+        ("redlock:g4", r#"{"token":"q:shared"}"#),
+        ("{redlock:g4}:shares:exp", "not a sorted set"),
+        ("redlock:other", "another application's value"),
+    ] {
+        let _: () = redis::cmd("SET")
+            .arg(key)
+            .arg(value)
+            .arg("PX")
+            .arg(90_000)
+            .query(&mut redis)
+            .unwrap();
+    }
+    let list = server.cmd().arg("list").run();
+    list.assert_code(0);
+    list.assert_stdout_contains("other");
+    list.assert_stdout_contains("g4");
+    server.cmd().arg("metrics").run().assert_code(0);
+    let served = Served::start(&server, &[]);
+    let board = served.get("/api/locks");
+    assert_eq!(board.status, 200, "{board:?}");
+    let board = board.json();
+    let names: Vec<&str> = board["locks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|lock| lock["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["g4", "other"], "{board:#}");
+    assert_eq!(board["locks"][0]["holders"][0]["known"], false, "{board:#}");
+    assert_eq!(served.get("/metrics").status, 200);
+    assert_eq!(served.get("/api/locks/g4").status, 200);
+}
+
+/// A 64 MiB string under the prefix is never read whole: the board stays small, it is
+/// shown as another application's value, and `status` of it works.
+#[test]
+fn a_huge_value_is_shown_cut_as_foreign() {
+    let server = RedisServer::start();
+    let mut redis = server.connection();
+    let _: i64 = redis::cmd("SETRANGE")
+        .arg("redlock:z")
+        .arg(64 * 1024 * 1024 - 1)
+        .arg("x")
+        .query(&mut redis)
+        .unwrap();
+    let served = Served::start(&server, &[]);
+    let board = served.get("/api/locks");
+    assert_eq!(board.status, 200, "{board:?}");
+    assert!(board.body.len() < 100_000, "{} bytes", board.body.len());
+    let board = board.json();
+    let holder = &board["locks"][0]["holders"][0];
+    assert_eq!(holder["known"], false, "{board:#}");
+    assert_eq!(holder["length"], 64 * 1024 * 1024, "{board:#}");
+    let page = served.get("/api/locks/z");
+    assert_eq!(page.status, 200);
+    assert!(page.body.len() < 100_000, "{} bytes", page.body.len());
+    let status = server.cmd().args(["status", "-k", "z"]).run();
+    status.assert_stdout_contains("unknown holder");
+    assert!(
+        status.stdout.len() < 100_000,
+        "{} bytes",
+        status.stdout.len()
+    );
+    let json = server.cmd().args(["status", "-k", "z", "--json"]).run();
+    assert!(json.stdout.len() < 100_000, "{} bytes", json.stdout.len());
+}
+
+/// Adds `count` foreign events (all their fields shown) of about `size` bytes each to `{redlock:NAME}:history`, in one
+/// pipeline.
+fn big_history(server: &RedisServer, name: &str, count: usize, size: usize) {
+    let mut pipe = redis::pipe();
+    let filler = "f".repeat(size);
+    for n in 0..count {
+        pipe.cmd("XADD")
+            .arg(format!("{{redlock:{name}}}:history"))
+            .arg("*")
+            .arg("what")
+            .arg("another writer's")
+            .arg("label")
+            .arg(format!("run {n}"))
+            .arg("note")
+            .arg(&filler)
+            .ignore();
+    }
+    let _: () = pipe.query(&mut server.connection()).unwrap();
+}
+
+/// A lock's page shows its newest 500 events, each field cut: 10,000 events of 2 KB make
+/// no 20 MB answer.
+#[test]
+fn a_lock_page_shows_the_newest_events_cut() {
+    let server = RedisServer::start();
+    big_history(&server, "h", 10_000, 2048);
+    let served = Served::start(&server, &[]);
+    let page = served.get("/api/locks/h");
+    assert_eq!(page.status, 200, "{page:?}");
+    let len = page.body.len();
+    let page = page.json();
+    let history = page["history"].as_array().unwrap();
+    assert_eq!(history.len(), 500, "{len} bytes");
+    let newest = &history.last().unwrap()["fields"];
+    assert_eq!(newest["label"], "run 9999", "{newest:#}");
+    assert_eq!(newest["note"].as_str().unwrap().len(), 1024, "{newest:#}");
+    assert!(len < 1_000_000, "{len} bytes");
+}
+
+/// Many slow lock pages at once (500 events of 100 KB each) do not stall `/healthz`: it is
+/// answered on its own connection, the pages' reads of one lock are merged, and a page
+/// whose client left is not read.
+#[test]
+fn slow_lock_pages_do_not_stall_healthz() {
+    let server = RedisServer::start();
+    big_history(&server, "h", 600, 100_000);
+    let served = Served::start(&server, &["--redis-timeout", "1s"]);
+    let address = served.address.clone();
+    let askers: Vec<_> = (0..60)
+        .map(|_| {
+            let address = address.clone();
+            std::thread::spawn(move || {
+                let Ok(mut stream) = TcpStream::connect(&address) else {
+                    return;
+                };
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = stream.write_all(
+                    b"GET /api/locks/h HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                );
+                let mut raw = Vec::new();
+                let _ = stream.read_to_end(&mut raw);
+            })
+        })
+        .collect();
+    // Let the pages' jobs reach the reader first.
+    std::thread::sleep(Duration::from_millis(300));
+    let health = served.get("/healthz");
+    assert_eq!(
+        (health.status, health.body.as_str()),
+        (200, "ok\n"),
+        "{health:?}"
+    );
+    for asker in askers {
+        asker.join().unwrap();
+    }
+    let page = served.get("/api/locks/h");
+    assert_eq!(page.status, 200, "{page:?}");
+}

@@ -15,6 +15,7 @@ fn held_by(token: &str) -> Result<Vec<Slot>, String> {
         value: Some(value),
         kind: "string".into(),
         ttl: Some(Duration::from_secs(1)),
+        length: 0,
         shared: false,
     }])
 }
@@ -89,6 +90,7 @@ fn foreign(kind: &str) -> Result<Vec<Slot>, String> {
         value: (kind == "string").then(|| b"someone else".to_vec()),
         kind: kind.into(),
         ttl: None,
+        length: 0,
         shared: false,
     }])
 }

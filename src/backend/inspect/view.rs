@@ -8,7 +8,9 @@ use anyhow::Result;
 
 use super::Inspector;
 use crate::backend::connection::Link;
-use crate::backend::layout::{limit_key, shared_keys, slot_key, Holder, Key, MAX_LIMIT};
+use crate::backend::layout::{
+    limit_key, shared_keys, slot_key, Holder, Key, MAX_LIMIT, MAX_VALUE_LEN,
+};
 use crate::backend::quorum::majority;
 use crate::backend::scripts::{Peek, PeekReply, PeekShares, SharesReply};
 
@@ -158,6 +160,9 @@ pub struct Slot {
     pub ttl: Option<Duration>,
     /// Who holds it, when the value is one redlock-run wrote.
     pub holder: Option<Holder>,
+    /// The whole length of a string value (`value` holds at most its first
+    /// [`MAX_VALUE_LEN`] bytes; a longer one is never ours); 0 for another type.
+    pub length: u64,
     /// Whether it is a share of a shared group (`--shared`): `key` is then the lock's own
     /// key, `value` the share's, and `ttl` the time left of that share's lease.
     pub shared: bool,
@@ -193,7 +198,7 @@ pub(super) fn read_lock(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
         if let Some(found) = peek(link, &slot_key(key, slot))? {
             if slot == 1 && found.value.as_deref().is_some_and(is_group) {
                 // A shared group: its shares are the holders (none: the group is ending).
-                return read_shares(link, key);
+                return read_shares(link, key, found);
             }
             let in_value = found.holder.as_ref().and_then(|h| h.limit).unwrap_or(1);
             limit = limit.max(in_value.min(u64::from(MAX_LIMIT)) as u32);
@@ -212,17 +217,25 @@ pub(super) fn peek(link: &mut Link, key: &Key) -> Result<Option<Slot>> {
 
 /// What `peek.lua` answered for `key`, as a slot; `None` when there is no such key.
 pub(crate) fn read_peek(key: &Key, reply: PeekReply) -> Option<Slot> {
-    let PeekReply { kind, pttl, value } = reply;
+    let PeekReply {
+        kind,
+        pttl,
+        value,
+        length,
+    } = reply;
     if kind == "none" {
         return None;
     }
-    let holder = Holder::parse(&value);
+    let holder = (length <= MAX_VALUE_LEN)
+        .then(|| Holder::parse(&value))
+        .flatten();
     Some(Slot {
         key: key.clone(),
         value: (kind == "string").then_some(value),
         kind,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         holder,
+        length,
         shared: false,
     })
 }
@@ -239,16 +252,27 @@ pub(super) fn is_group(value: &[u8]) -> bool {
         .is_some_and(|token| token.ends_with(b":shared"))
 }
 
-/// A shared group's holders: each live share of `{K}:shares`, as a slot of `key`.
-fn read_shares(link: &mut Link, key: &Key) -> Result<Vec<Slot>> {
+/// A shared group's holders: each live share of `{K}:shares`, as a slot of `key`; when
+/// the group's keys are not what redlock-run writes, `group` (slot 1) as held by an
+/// unknown holder.
+fn read_shares(link: &mut Link, key: &Key, group: Slot) -> Result<Vec<Slot>> {
     let [shares, expiries, _] = shared_keys(key);
     let peek = PeekShares { shares, expiries };
     let SharesReply(shares) = link.call(None, |session| session.run(&peek))?;
+    let Some(shares) = shares else {
+        return Ok(vec![Slot {
+            holder: None,
+            ..group
+        }]);
+    };
     Ok(shares
         .into_iter()
-        .map(|(value, left)| Slot {
+        .map(|(value, left, length)| Slot {
             key: key.clone(),
-            holder: Holder::parse(&value),
+            holder: (length <= MAX_VALUE_LEN)
+                .then(|| Holder::parse(&value))
+                .flatten(),
+            length,
             value: Some(value),
             kind: String::from("string"),
             ttl: u64::try_from(left).ok().map(Duration::from_millis),

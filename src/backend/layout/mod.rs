@@ -78,6 +78,11 @@ pub const MAX_KEY_LEN: usize = 1024;
 pub const MAX_LIMIT: u32 = 1000;
 /// Longest `--label`, in bytes: what a holder shows its waiters stays small.
 pub const MAX_LABEL_LEN: usize = 256;
+/// The longest lock value `status`, `list` and `serve` read (`peek.lua`,
+/// `peek_shares.lua` cut it there): ours is far shorter even with a label, program and host
+/// of control characters (each escaped as six bytes), about 4 KiB at worst; a longer
+/// value is another application's.
+pub const MAX_VALUE_LEN: u64 = 8192;
 /// The program's name is cut to this many bytes in the value (a file name is at most 255).
 const MAX_PROGRAM_LEN: usize = 255;
 
