@@ -14,6 +14,9 @@ use crate::backend::history::Entry;
 use crate::backend::inspect::{Inspector, LockView, Slot, Verdict};
 use crate::backend::{shown, Key};
 
+/// How many events of each lock the board shows.
+pub const BOARD_EVENTS: usize = 5;
+
 /// `/api/locks`: every lock read, sorted by name (the SCAN's order, sorted). Each lock is
 /// written out as soon as it is built: only one lock's JSON tree exists at a time.
 pub fn board(
@@ -86,9 +89,7 @@ pub fn lock_page(
     } else {
         Vec::new()
     };
-    let recent = &history[history
-        .len()
-        .saturating_sub(crate::serve::reader::BOARD_EVENTS)..];
+    let recent = &history[history.len().saturating_sub(BOARD_EVENTS)..];
     let Some(mut lock) = lock_json(prefix, &view, Some(&merged), recent, &queue) else {
         return Ok(None);
     };
@@ -144,7 +145,7 @@ fn lock_json(
         .collect();
     Some(json!({
         "name": shown(name),
-        "path": super::http::percent_encoded(name),
+        "path": super::path::percent_encoded(name),
         "key": shown(view.key.as_bytes()),
         "state": state,
         "limit": limit,

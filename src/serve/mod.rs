@@ -34,6 +34,7 @@ use crate::report::{self, LogEvent};
 mod api;
 mod auth;
 mod http;
+mod path;
 pub(crate) mod reader;
 
 /// The most connections served at once (each costs a task and a few KiB).

@@ -29,9 +29,6 @@ pub const FRESH_FOR: Duration = Duration::from_secs(1);
 /// The most locks one snapshot reads; past it the board says `"truncated": true`.
 pub const MAX_LOCKS: usize = 20_000;
 
-/// How many events of each lock the board shows.
-pub const BOARD_EVENTS: usize = 5;
-
 /// The most jobs that wait for the reader (and, apart, for the health check).
 pub const QUEUE: usize = 256;
 
@@ -300,7 +297,7 @@ fn read_snapshot(
     let truncated = names.len() > MAX_LOCKS;
     names.truncate(MAX_LOCKS);
     let (mut views, counters, events) = std::thread::scope(|scope| {
-        let events = api.then(|| scope.spawn(|| histories.last_events(&names, BOARD_EVENTS)));
+        let events = api.then(|| scope.spawn(|| histories.last_events(&names, api::BOARD_EVENTS)));
         let views = inspector.read_all(&names);
         let counters = inspector.counters(&names);
         // A panic there is a bug; the release build aborts on it.

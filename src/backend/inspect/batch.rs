@@ -1,4 +1,5 @@
-//! Reading many locks of one server in few round trips, for `list`, `metrics` and `serve`:
+//! Reading locks on every node (`Inspector::read`, `read_all`), and many locks of one server
+//! in few round trips, for `list`, `metrics` and `serve`:
 //! the scripts `status` runs for one lock (`peek.lua`, `counters.lua`; a plain `GET` of a
 //! semaphore's `{K}:limit`) sent for [`BATCH`] locks at a time in one pipeline, each reply
 //! read as the one-lock read reads it. What a pipeline cannot settle is read again lock by lock the usual way: a server
@@ -8,7 +9,8 @@
 
 use redis::FromRedisValue;
 
-use super::view::{is_group, read_lock, read_peek, Slot};
+use super::view::{is_group, read_lock, read_peek, LockView, NodeView, Slot};
+use super::Inspector;
 use crate::backend::connection::Link;
 use crate::backend::counters::{read_counters, NodeCounters};
 use crate::backend::layout::{limit_key, Key};
@@ -16,6 +18,53 @@ use crate::backend::scripts::{evalsha, CountersReply, Peek, PeekReply};
 
 /// How many locks one pipeline reads: a few hundred KiB of replies at most.
 pub const BATCH: usize = 250;
+
+impl Inspector {
+    /// The lock at `key` on every node.
+    pub fn read(&mut self, key: &Key) -> LockView {
+        let mut views = self.read_all(std::slice::from_ref(key));
+        views.pop().unwrap_or_else(|| LockView {
+            key: key.clone(),
+            nodes: Vec::new(),
+        })
+    }
+
+    /// Each of `keys` on every node. A node that fails is not asked again: it shows that
+    /// failure for the rest of the keys.
+    pub fn read_all(&mut self, keys: &[Key]) -> Vec<LockView> {
+        let per_node = self.on_every_node(|link| {
+            if !link.is_cluster() {
+                return read_locks(link, keys);
+            }
+            let mut read = Vec::with_capacity(keys.len());
+            for key in keys {
+                match read_lock(link, key) {
+                    Ok(slots) => read.push(Ok(slots)),
+                    Err(err) => {
+                        let err = format!("{err:#}");
+                        read.resize(keys.len(), Err(err));
+                        break;
+                    }
+                }
+            }
+            read
+        });
+        keys.iter()
+            .enumerate()
+            .map(|(index, key)| LockView {
+                key: key.clone(),
+                nodes: per_node
+                    .iter()
+                    .zip(&self.displays)
+                    .map(|(read, display)| NodeView {
+                        display: display.clone(),
+                        slots: read[index].clone(),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
 
 /// Each of `keys`' held slots on `link` (empty when free), as `view::read_lock` reads
 /// them. Once the server has failed, the rest show that failure.

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::Inspector;
 use crate::backend::connection::Link;
 use crate::backend::layout::{
     limit_key, shared_keys, slot_key, Holder, Key, MAX_LIMIT, MAX_VALUE_LEN,
@@ -40,53 +39,6 @@ pub enum Verdict {
     Free { strays: usize },
     /// Too many nodes could not be read to tell.
     Unknown,
-}
-
-impl Inspector {
-    /// The lock at `key` on every node.
-    pub fn read(&mut self, key: &Key) -> LockView {
-        let mut views = self.read_all(std::slice::from_ref(key));
-        views.pop().unwrap_or_else(|| LockView {
-            key: key.clone(),
-            nodes: Vec::new(),
-        })
-    }
-
-    /// Each of `keys` on every node. A node that fails is not asked again: it shows that
-    /// failure for the rest of the keys.
-    pub fn read_all(&mut self, keys: &[Key]) -> Vec<LockView> {
-        let per_node = self.on_every_node(|link| {
-            if !link.is_cluster() {
-                return super::batch::read_locks(link, keys);
-            }
-            let mut read = Vec::with_capacity(keys.len());
-            for key in keys {
-                match read_lock(link, key) {
-                    Ok(slots) => read.push(Ok(slots)),
-                    Err(err) => {
-                        let err = format!("{err:#}");
-                        read.resize(keys.len(), Err(err));
-                        break;
-                    }
-                }
-            }
-            read
-        });
-        keys.iter()
-            .enumerate()
-            .map(|(index, key)| LockView {
-                key: key.clone(),
-                nodes: per_node
-                    .iter()
-                    .zip(&self.displays)
-                    .map(|(read, display)| NodeView {
-                        display: display.clone(),
-                        slots: read[index].clone(),
-                    })
-                    .collect(),
-            })
-            .collect()
-    }
 }
 
 impl LockView {
