@@ -4,26 +4,15 @@
 -- first 8192 bytes (MAX_VALUE_LEN in layout: longer is never a value of ours), and the
 -- string's whole length; type 'none' when the key does not exist. A user whose ACL lacks
 -- STRLEN or GETRANGE has the value read whole here (the reply is cut all the same).
-local function try(command, ...)
-  if redis.acl_check_cmd and not redis.acl_check_cmd(command, ...) then
-    return nil
-  end
-  local reply = redis.pcall(command, ...)
-  if type(reply) == 'table' and reply.err then
-    return nil
-  end
-  return reply
-end
-
 local kind = call('TYPE', KEYS[1]).ok
 local value = ''
 local length = 0
 if kind == 'string' then
-  length = try('STRLEN', KEYS[1])
+  length = optional('STRLEN', KEYS[1])
   if length and length <= 8192 then
     value = call('GET', KEYS[1])
   else
-    value = length and try('GETRANGE', KEYS[1], 0, 8191)
+    value = length and optional('GETRANGE', KEYS[1], 0, 8191)
     if not value then
       local whole = call('GET', KEYS[1])
       length = #whole

@@ -6,17 +6,6 @@
 -- longer than 8192 bytes (MAX_VALUE_LEN in layout: never one of ours) as ''. ok is 0 (and
 -- no share follows) when a key is of a type redlock-run never writes there. A user whose
 -- ACL lacks HSTRLEN has each value read whole here (the reply is cut all the same).
-local function try(command, ...)
-  if redis.acl_check_cmd and not redis.acl_check_cmd(command, ...) then
-    return nil
-  end
-  local reply = redis.pcall(command, ...)
-  if type(reply) == 'table' and reply.err then
-    return nil
-  end
-  return reply
-end
-
 local shares_type = call('TYPE', KEYS[1]).ok
 local ends_type = call('TYPE', KEYS[2]).ok
 if (shares_type ~= 'hash' and shares_type ~= 'none')
@@ -28,7 +17,7 @@ local ends = call('ZRANGE', KEYS[2], 0, 999, 'WITHSCORES')
 local reply = {1}
 for i = 1, #ends, 2 do
   local left = tonumber(ends[i + 1]) - now
-  local length = try('HSTRLEN', KEYS[1], ends[i])
+  local length = optional('HSTRLEN', KEYS[1], ends[i])
   local value = false
   if left >= 0 and (not length or length <= 8192) then
     value = call('HGET', KEYS[1], ends[i])

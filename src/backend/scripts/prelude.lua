@@ -450,3 +450,17 @@ local function wake_readers(queue, woken, shared, prefix, sharded, message, grac
   local at = (call('ZRANK', queue, first) or 0) + 1
   wake_readers_from(queue, woken, shared, prefix, sharded, message, grace, now, at)
 end
+
+-- The reply of a command that a script can do without (a read that only saves work): nil
+-- when the ACL refuses it (judged first where the server can, Redis 7 and Valkey) or it
+-- fails, rather than the error `call` would raise.
+local function optional(command, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(command, ...) then
+    return nil
+  end
+  local reply = redis.pcall(command, ...)
+  if type(reply) == 'table' and reply.err then
+    return nil
+  end
+  return reply
+end
