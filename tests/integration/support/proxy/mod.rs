@@ -87,9 +87,18 @@ impl FaultProxy {
     /// A proxy in front of the server on loopback port `upstream_port`, passing traffic.
     pub fn start(upstream_port: u16) -> FaultProxy {
         let upstream = SocketAddr::from(([127, 0, 0, 1], upstream_port));
-        // A port no server of this run had: a stopped server's port stays dead.
-        let listener = TcpListener::bind(("127.0.0.1", super::free_port()))
-            .expect("binding the proxy on loopback");
+        // A port no server of this run had: a stopped server's port stays dead. Another
+        // process (a second test run on the machine) may take it between the pick and the
+        // bind: then another port.
+        let mut tries = 0;
+        let listener = loop {
+            tries += 1;
+            match TcpListener::bind(("127.0.0.1", super::free_port())) {
+                Ok(listener) => break listener,
+                Err(err) if err.kind() == std::io::ErrorKind::AddrInUse && tries < 20 => {}
+                Err(err) => panic!("binding the proxy on loopback: {err}"),
+            }
+        };
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback() && upstream.ip().is_loopback());
         let shared = Arc::new(Shared {
